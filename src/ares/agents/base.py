@@ -1,0 +1,36 @@
+"""The CodeAgent seam: a fixed scaffold that drives a sandbox by asking an LLM what to do."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from ares.llm.interceptor import LLMClient
+from ares.llm.types import LLMResponse
+from ares.sandbox.base import Sandbox
+from ares.tasks.model import Task
+
+
+class CodeAgent(Protocol):
+    """Runs until it decides it is done. It never knows whether its LLM is being trained."""
+
+    async def run(self) -> None: ...
+
+
+class ActionFormat(Protocol):
+    """How a policy that is not an LLM (oracle, null) speaks this agent's language."""
+
+    def command(self, command: str) -> LLMResponse:
+        """A response that makes the agent run ``command``."""
+        ...
+
+    def submit(self) -> LLMResponse:
+        """A response that makes the agent finish."""
+        ...
+
+
+class AgentFactory(Protocol):
+    """Builds one agent per episode; exposes the agent's action format for scripted policies."""
+
+    action_format: ActionFormat
+
+    def __call__(self, *, sandbox: Sandbox, llm: LLMClient, task: Task) -> CodeAgent: ...

@@ -1,0 +1,223 @@
+"""The built-in bash agent: templates, one loop, one parser.
+
+Each turn the agent asks its LLM for a reply, parses the single ```bash command out of it, runs that
+command in the sandbox and sends the output back as the next user message. It stops when the model
+submits (a block holding only ``SUBMIT_COMMAND``); after too many malformed replies in a row; or at
+an optional step limit. Episode limits (time, turns, tokens) belong to the environment, not here.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from functools import cache, lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+import jinja2
+
+from ares.agents.bash_parser import FormatError, parse_action
+from ares.llm.interceptor import LLMClient
+from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, assistant, user
+from ares.sandbox.base import ExecResult, Sandbox
+from ares.tasks.model import Task
+
+logger = logging.getLogger(__name__)
+
+#: The whole command a model sends to finish. It is never run: the episode goes to the verifier.
+SUBMIT_COMMAND = "echo ARES_SUBMIT"
+
+#: Why ``BashAgent.run`` returned: the model submitted, kept replying malformed, or hit the step limit.
+ExitStatus = Literal["submitted", "format_errors", "step_limit"]
+
+_JINJA = jinja2.Environment(
+    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, autoescape=False
+)
+
+
+@lru_cache(maxsize=64)
+def _compile(source: str) -> jinja2.Template:
+    """Templates are compiled once per distinct source, not once per episode."""
+    return _JINJA.from_string(source)
+
+
+def _render(source: str, **context: Any) -> str:
+    return _compile(source).render(**context).strip()
+
+
+@cache
+def default_template(name: str) -> str:
+    """The source of a template shipped in ``ares/agents/templates`` (e.g. ``"bash_system.j2"``)."""
+    return (resources.files("ares.agents") / "templates" / name).read_text(encoding="utf-8")
+
+
+def truncate_middle(text: str, max_chars: int) -> str:
+    """Keep the head and the tail: errors tend to be at the end, context at the start."""
+    if len(text) <= max_chars:
+        return text
+    head = max_chars // 2
+    tail = max_chars - head
+    return f"{text[:head]}\n[... {len(text) - max_chars} characters elided ...]\n{text[-tail:]}"
+
+
+def combine_output(result: ExecResult) -> str:
+    """stdout, then stderr under a marker when both have text (their interleaving is not known)."""
+    stdout, stderr = result.stdout, result.stderr
+    if stdout and stderr:
+        return f"{stdout}{'' if stdout.endswith(chr(10)) else chr(10)}[stderr]\n{stderr}"
+    return stdout or stderr
+
+
+@dataclass(frozen=True, slots=True)
+class BashAgentConfig:
+    """How the bash agent talks to its model. Templates are Jinja2 sources (StrictUndefined).
+
+    Template variables: system ``submit_command``; instance ``instruction``, ``workdir``,
+    ``timeout_s``, ``task``, ``submit_command``; observation ``output``, ``exit_code``,
+    ``timed_out``, ``timeout_s``, ``duration_s``; format error ``error``, ``cut_off``,
+    ``submit_command``.
+    """
+
+    system_template: str = field(default_factory=lambda: default_template("bash_system.j2"))
+    instance_template: str = field(default_factory=lambda: default_template("bash_instance.j2"))
+    observation_template: str = field(default_factory=lambda: default_template("bash_observation.j2"))
+    format_error_template: str = field(default_factory=lambda: default_template("bash_format_error.j2"))
+    #: Command output beyond this many characters is cut in the middle.
+    max_output_chars: int = 10_000
+    #: Malformed replies in a row after which the agent gives up (and the episode is verified).
+    max_format_errors: int = 3
+    #: LLM calls after which the agent stops by itself; None leaves limits to the environment.
+    step_limit: int | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_output_chars < 1:
+            raise ValueError(f"max_output_chars must be at least 1, got {self.max_output_chars}")
+        if self.max_format_errors < 1:
+            raise ValueError(f"max_format_errors must be at least 1, got {self.max_format_errors}")
+        if self.step_limit is not None and self.step_limit < 1:
+            raise ValueError(f"step_limit must be None or at least 1, got {self.step_limit}")
+        for source in (
+            self.system_template,
+            self.instance_template,
+            self.observation_template,
+            self.format_error_template,
+        ):
+            _compile(source)  # a template syntax error surfaces here, not mid-episode
+
+
+class BashAgent:
+    """Drives one sandbox for one task. ``exit_status`` says why ``run`` returned."""
+
+    def __init__(self, sandbox: Sandbox, llm: LLMClient, task: Task, config: BashAgentConfig) -> None:
+        self.sandbox = sandbox
+        self.llm = llm
+        self.task = task
+        self.config = config
+        self.exit_status: ExitStatus | None = None
+
+    async def run(self) -> None:
+        """Loop until submit, too many format errors, or the step limit. LLM and sandbox errors propagate."""
+        config, task = self.config, self.task
+        system_prompt = _render(config.system_template, submit_command=SUBMIT_COMMAND)
+        messages: list[Message] = [
+            user(
+                _render(
+                    config.instance_template,
+                    instruction=task.instruction,
+                    workdir=task.workdir,
+                    timeout_s=task.command_timeout_s,
+                    task=task,
+                    submit_command=SUBMIT_COMMAND,
+                )
+            )
+        ]
+        format_errors = 0
+        turn = 0
+        while config.step_limit is None or turn < config.step_limit:
+            request = LLMRequest(
+                messages=tuple(messages),
+                system_prompt=system_prompt,
+                sampling=config.sampling,
+                model=config.model,
+                metadata={"agent": "bash", "turn": turn},
+            )
+            response = await self.llm(request)
+            turn += 1
+            # This agent uses no tools: keep only the text, so the conversation stays valid to resend.
+            messages.append(assistant(response.content or ""))
+            try:
+                command = _command(response)
+            except FormatError as error:
+                format_errors += 1
+                if format_errors >= config.max_format_errors:
+                    logger.warning("bash agent gave up after %d malformed replies: %s", format_errors, error)
+                    self.exit_status = "format_errors"
+                    return
+                messages.append(user(self._format_error(error, response)))
+                continue
+            format_errors = 0
+            if command == SUBMIT_COMMAND:
+                self.exit_status = "submitted"
+                return
+            result = await self.sandbox.exec(command, cwd=task.workdir, timeout_s=task.command_timeout_s)
+            messages.append(user(self._observation(result)))
+        self.exit_status = "step_limit"
+
+    def _observation(self, result: ExecResult) -> str:
+        return _render(
+            self.config.observation_template,
+            output=truncate_middle(combine_output(result), self.config.max_output_chars).rstrip("\n"),
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            timeout_s=self.task.command_timeout_s,
+            duration_s=result.duration_s,
+        )
+
+    def _format_error(self, error: FormatError, response: LLMResponse) -> str:
+        return _render(
+            self.config.format_error_template,
+            error=str(error),
+            cut_off=response.finish_reason == "length",
+            submit_command=SUBMIT_COMMAND,
+        )
+
+
+def _command(response: LLMResponse) -> str:
+    """The reply's command; whitespace inside the submit command is not significant."""
+    if response.content is None:
+        raise FormatError("Your reply had no text. Reply with a short thought and one ```bash block.")
+    command = parse_action(response.content)
+    return SUBMIT_COMMAND if " ".join(command.split()) == SUBMIT_COMMAND else command
+
+
+_BACKTICK_RUN = re.compile(r"`+")
+
+
+class BashActionFormat:
+    """Speaks the bash agent's language for scripted policies (oracle, null, replay)."""
+
+    def command(self, command: str) -> LLMResponse:
+        """A reply whose block runs ``command``; the fence outgrows any backtick run inside it.
+
+        ``parse_action`` gives back ``command`` exactly, up to surrounding whitespace and CR line ends.
+        """
+        longest = max((len(run) for run in _BACKTICK_RUN.findall(command)), default=0)
+        fence = "`" * max(3, longest + 1)
+        return LLMResponse(content=f"Running the next step.\n\n{fence}bash\n{command}\n{fence}\n")
+
+    def submit(self) -> LLMResponse:
+        return self.command(SUBMIT_COMMAND)
+
+
+class BashAgentFactory:
+    """Builds one BashAgent per episode, all sharing one config."""
+
+    def __init__(self, config: BashAgentConfig | None = None) -> None:
+        self.config = config if config is not None else BashAgentConfig()
+        self.action_format: BashActionFormat = BashActionFormat()
+
+    def __call__(self, *, sandbox: Sandbox, llm: LLMClient, task: Task) -> BashAgent:
+        return BashAgent(sandbox, llm, task, self.config)

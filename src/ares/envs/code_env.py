@@ -1,0 +1,228 @@
+"""CodeEnvironment: task + sandbox + code agent, stepped by the policy one LLM call at a time.
+
+``reset()`` starts a sandbox for a (seeded) task, starts the agent as an asyncio task and returns
+its first LLM request. ``step(response)`` hands the response to the waiting agent and returns its
+next request, or the verifier's reward once the agent is done. Sandbox lifecycle lives in
+``ares.sandbox``, reward computation in ``ares.tasks.verifier``; this module owns the episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import secrets
+from collections.abc import Sequence
+from types import TracebackType
+from typing import Self
+
+from ares.agents.base import ActionFormat, AgentFactory
+from ares.core.status import EpisodeStatus
+from ares.core.timestep import TimeStep, restart, termination, transition, truncation
+from ares.envs.episode import Episode
+from ares.errors import AgentError, EnvironmentStateError, TaskError, TaskNotFoundError
+from ares.llm.interceptor import AgentFinished, InterceptedLLMClient
+from ares.llm.types import LLMRequest, LLMResponse
+from ares.sandbox.base import Sandbox, SandboxFactory
+from ares.tasks.model import Task
+from ares.tasks.verifier import verify
+
+TaskSelector = Task | int | str
+
+
+class CodeEnvironment:
+    """An async dm_env over code tasks. Observations are LLMRequests, actions LLMResponses."""
+
+    def __init__(
+        self,
+        tasks: Sequence[Task],
+        *,
+        agent_factory: AgentFactory,
+        sandbox_factory: SandboxFactory,
+        step_limit: int | None = 100,
+        seed: int | None = None,
+        name: str = "code",
+    ) -> None:
+        if not tasks:
+            raise TaskError("CodeEnvironment needs at least one task")
+        if step_limit is not None and step_limit < 1:
+            raise ValueError(f"step_limit must be >= 1 or None, got {step_limit}")
+        self.tasks: tuple[Task, ...] = tuple(tasks)
+        self.name = name
+        self.step_limit = step_limit
+        self._by_id = {t.id: t for t in self.tasks}
+        self._agent_factory = agent_factory
+        self._sandbox_factory = sandbox_factory
+        self._rng = random.Random(seed)
+        self.episode: Episode | None = None
+        self.task: Task | None = None
+        self._sandbox: Sandbox | None = None
+        self._client: InterceptedLLMClient | None = None
+        self._agent: asyncio.Task[None] | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+        self._time_limited = False
+        self._active = False
+        self._closed = False
+
+    @property
+    def action_format(self) -> ActionFormat:
+        """How scripted policies (oracle, null) talk to this environment's agent."""
+        return self._agent_factory.action_format
+
+    # ------------------------------------------------------------------ API
+    async def reset(self, *, seed: int | None = None, task: TaskSelector | None = None) -> TimeStep[LLMRequest]:
+        if self._closed:
+            raise EnvironmentStateError("the environment is closed; create a new one")
+        if self._active:
+            await self._teardown(EpisodeStatus.ABANDONED)
+        chosen = self._select(task, seed)
+        episode = Episode(id=secrets.token_hex(8), task_id=chosen.id, seed=seed)
+        self.episode, self.task = episode, chosen
+        self._active, self._time_limited = True, False
+        try:
+            return restart(await self._start(chosen))
+        except AgentFinished:
+            error = self._agent_error() or AgentError(
+                "the agent finished without a single LLM call; nothing to observe"
+            )
+            await self._teardown(EpisodeStatus.ERRORED, error)
+            raise AgentError(f"episode {episode.id} on task {chosen.id} failed at reset: {error}") from error
+        except asyncio.CancelledError:
+            await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
+            raise
+        except BaseException as exc:
+            await asyncio.shield(self._teardown(EpisodeStatus.ERRORED, exc))
+            raise
+
+    async def step(self, action: LLMResponse) -> TimeStep[LLMRequest]:
+        if not self._active:
+            raise EnvironmentStateError(
+                "step() called before reset()" if self.episode is None
+                else f"the episode has ended ({self.episode.status}); call reset() to start a new one"
+            )  # fmt: skip
+        if not isinstance(action, LLMResponse):
+            raise TypeError(f"actions must be ares.LLMResponse, got {type(action).__name__}")
+        episode, client, agent = self.episode, self._client, self._agent
+        assert episode is not None and client is not None and agent is not None
+        episode.steps += 1
+        try:
+            if not agent.done():
+                client.respond(action)
+                request = await client.next_request()
+                if self.step_limit is None or episode.steps < self.step_limit:
+                    return transition(request)
+                return await self._finish("step_limit")
+        except AgentFinished:
+            pass
+        except asyncio.CancelledError:
+            await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
+            raise
+        return await self._finish(None)
+
+    async def close(self) -> None:
+        if self._active:
+            await self._teardown(EpisodeStatus.ABORTED)
+        self._closed = True
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ internals
+    def _select(self, task: TaskSelector | None, seed: int | None) -> Task:
+        if seed is not None:
+            self._rng.seed(seed)
+        if task is None:
+            return self._rng.choice(self.tasks)
+        if isinstance(task, Task):
+            return task
+        if isinstance(task, int):
+            if not -len(self.tasks) <= task < len(self.tasks):
+                raise TaskNotFoundError(f"task index {task} is out of range (0..{len(self.tasks) - 1})")
+            return self.tasks[task]
+        if task in self._by_id:
+            return self._by_id[task]
+        examples = ", ".join(list(self._by_id)[:5])
+        raise TaskNotFoundError(f"no task with id {task!r} in {self.name} (ids look like: {examples})")
+
+    async def _start(self, task: Task) -> LLMRequest:
+        sandbox = self._sandbox_factory(task.sandbox_spec())
+        self._sandbox = sandbox
+        await sandbox.start()
+        if task.workspace:
+            await sandbox.upload(task.workspace, task.workdir)
+        client = InterceptedLLMClient()
+        self._client = client
+        agent = self._agent_factory(sandbox=sandbox, llm=client, task=task)
+        self._agent = asyncio.get_running_loop().create_task(agent.run(), name=f"ares-agent-{task.id}")
+        client.watch(self._agent)
+        self._deadline = asyncio.get_running_loop().call_later(task.agent_timeout_s, self._on_time_limit)
+        return await client.next_request()
+
+    def _on_time_limit(self) -> None:
+        if self._agent is not None and not self._agent.done():
+            self._time_limited = True
+            self._agent.cancel("agent time limit reached")
+
+    def _agent_error(self) -> BaseException | None:
+        agent = self._agent
+        if agent is None or not agent.done() or agent.cancelled():
+            return None
+        return agent.exception()
+
+    async def _finish(self, limit: str | None) -> TimeStep[LLMRequest]:
+        """The agent is done (or cut off): verify, record, clean up, and return LAST."""
+        episode, task, sandbox = self.episode, self.task, self._sandbox
+        assert episode is not None and task is not None and sandbox is not None
+        if limit is None and self._time_limited:
+            limit = "time_limit"
+        try:
+            await self._stop_agent()
+            error = self._agent_error()
+            if error is None and self._agent is not None and self._agent.cancelled() and limit is None:
+                error = AgentError("the agent task was cancelled from outside the environment")
+            if error is not None:
+                await self._teardown(EpisodeStatus.ERRORED, error)
+                return termination(0.0)
+            verdict = await verify(task, sandbox)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
+            raise
+        except Exception as exc:  # any failure to verify ends the episode as data, not a crash
+            await self._teardown(EpisodeStatus.ERRORED, exc)
+            return termination(0.0)
+        episode.reward, episode.reward_terms, episode.truncation = verdict.reward, verdict.terms, limit
+        if verdict.output is not None:
+            episode.verifier_stdout, episode.verifier_stderr = verdict.output.stdout, verdict.output.stderr
+        await self._teardown(EpisodeStatus.TRUNCATED if limit else EpisodeStatus.FINISHED)
+        return truncation(verdict.reward) if limit else termination(verdict.reward)
+
+    async def _stop_agent(self) -> None:
+        agent = self._agent
+        if agent is not None and not agent.done():
+            agent.cancel()
+            with contextlib.suppress(BaseException):
+                await agent
+
+    async def _teardown(self, status: EpisodeStatus, error: BaseException | None = None) -> None:
+        """End the active episode with ``status`` and release everything it holds."""
+        if self.episode is not None:
+            if status is EpisodeStatus.ERRORED and self.episode.reward is None:
+                self.episode.reward = 0.0
+            self.episode.end(status, error)
+        self._active = False
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        await self._stop_agent()
+        self._agent = None
+        sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None:
+            await sandbox.stop()

@@ -1,0 +1,75 @@
+"""What happened in an episode, available after LAST (and after abandon/abort/cancel)."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ares.core.status import EpisodeStatus
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorInfo:
+    """An error kept as data: type, message and formatted traceback."""
+
+    type: str
+    message: str
+    traceback: str = ""
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ErrorInfo:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        return cls(type(exc).__name__, str(exc), tb)
+
+
+@dataclass(slots=True)
+class Episode:
+    """Mutable record of one episode, owned by the environment; read it, do not write it."""
+
+    id: str
+    task_id: str
+    seed: int | None
+    status: EpisodeStatus = EpisodeStatus.RUNNING
+    steps: int = 0
+    reward: float | None = None
+    reward_terms: Mapping[str, float] = field(default_factory=dict)
+    error: ErrorInfo | None = None
+    truncation: str | None = None  # why a limit cut the episode ("step_limit", "time_limit")
+    verifier_stdout: str = ""
+    verifier_stderr: str = ""
+    started_at: float = field(default_factory=time.time)
+    ended_at: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def end(self, status: EpisodeStatus, error: BaseException | None = None) -> None:
+        """Record how the episode ended; the first recorded end wins."""
+        if self.status is not EpisodeStatus.RUNNING:
+            return
+        self.status = status
+        self.ended_at = time.time()
+        if error is not None and self.error is None:
+            self.error = ErrorInfo.from_exception(error)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "task_id": self.task_id,
+            "seed": self.seed,
+            "status": str(self.status),
+            "steps": self.steps,
+            "reward": self.reward,
+            "reward_terms": dict(self.reward_terms),
+            "error": None if self.error is None else {
+                "type": self.error.type, "message": self.error.message, "traceback": self.error.traceback,
+            },
+            "truncation": self.truncation,
+            "verifier_stdout": self.verifier_stdout,
+            "verifier_stderr": self.verifier_stderr,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "duration_s": None if self.ended_at is None else self.ended_at - self.started_at,
+            "metadata": self.metadata,
+        }  # fmt: skip

@@ -1,0 +1,55 @@
+"""Typed errors. Every message says what went wrong and what the user can do about it."""
+
+from __future__ import annotations
+
+
+class AresError(Exception):
+    """Base class of every error ARES raises on purpose."""
+
+
+class EnvironmentStateError(AresError):
+    """The environment was used out of order (step before reset, step after LAST, use after close)."""
+
+
+class SandboxError(AresError):
+    """A sandbox could not start, crashed, or an operation on it failed."""
+
+
+class SandboxUnavailableError(SandboxError):
+    """The machine lacks a kernel feature the sandbox needs (user namespaces, overlayfs, ...)."""
+
+
+class SandboxCrashedError(SandboxError):
+    """The sandbox died while an operation was in flight."""
+
+
+class TaskError(AresError):
+    """A task definition is malformed or cannot be loaded."""
+
+
+class TaskNotFoundError(TaskError):
+    """A task selector did not match any task."""
+
+
+class VerifierError(AresError):
+    """The verifier did not produce a usable reward (missing, malformed or non-finite)."""
+
+
+class AgentError(AresError):
+    """The code agent crashed or misbehaved."""
+
+
+class LLMError(AresError):
+    """An LLM call failed or the policy's response could not be understood."""
+
+
+class MalformedResponseError(LLMError):
+    """A response does not match the expected wire format."""
+
+
+class PolicyError(AresError):
+    """A policy could not produce an action."""
+
+
+class UnknownPresetError(AresError):
+    """No preset (or policy) is registered under the requested name."""

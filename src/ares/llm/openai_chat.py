@@ -1,0 +1,431 @@
+"""Lossless conversion between ARES LLM values and the OpenAI Chat Completions wire format.
+
+Wire values are plain JSON dicts, as sent over HTTP. The conversions are exact inverses so recorded
+traffic can be replayed and re-parsed without drift: a wire key we do not model, or one spelled
+differently from how we would render it (``stop`` as a bare string, ``tools: []``,
+``content: null``...), is kept verbatim in the nearest ``extra`` and written back as it was.
+
+ARES extension keys (``strip_extensions`` removes the request ones before a real provider sees them):
+
+- request ``ares_prompt_token_ids``: ``LLMRequest.prompt_token_ids``
+- request ``ares_metadata``: ``LLMRequest.metadata``
+- request ``ares_no_system_prompt: true``: the first message is a system message that is *not*
+  ``system_prompt``; emitted only in that otherwise ambiguous case
+- response ``ares_cost``: ``LLMResponse.cost``
+- response ``choices[0].token_ids``: ``LLMResponse.token_ids`` (vLLM's ``return_token_ids`` key)
+
+Reserved ``LLMResponse.extra`` keys: ``ares_choice`` and ``ares_message`` hold the keys of
+``choices[0]`` and of its message that the fields alone would not reproduce; ``ares_more_choices``
+holds ``choices[1:]``. A missing response ``id``/``model`` is written as ``""`` and ``""`` reads back
+as None, because clients with strict schemas reject ``null`` there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, cast, get_args
+
+from ares.errors import LLMError, MalformedResponseError
+from ares.llm.types import LLMRequest, LLMResponse, Message, Role, SamplingParams, ToolCall, Usage
+
+Json = dict[str, Any]
+
+PROMPT_TOKEN_IDS_KEY = "ares_prompt_token_ids"
+METADATA_KEY = "ares_metadata"
+NO_SYSTEM_PROMPT_KEY = "ares_no_system_prompt"
+COST_KEY = "ares_cost"
+TOKEN_IDS_KEY = "token_ids"
+CHOICE_EXTRA_KEY = "ares_choice"
+MESSAGE_EXTRA_KEY = "ares_message"
+MORE_CHOICES_KEY = "ares_more_choices"
+_RESERVED_RESPONSE_EXTRA = frozenset({CHOICE_EXTRA_KEY, MESSAGE_EXTRA_KEY, MORE_CHOICES_KEY})
+
+#: Top-level request keys that are sampling controls; unmodelled ones go to SamplingParams.extra.
+SAMPLING_KEYS = frozenset(
+    {
+        "temperature", "top_p", "max_tokens", "stop", "seed", "max_completion_tokens", "n",
+        "frequency_penalty", "presence_penalty", "logit_bias", "logprobs", "top_logprobs",
+        "top_k", "min_p", "repetition_penalty", "min_tokens",
+    }
+)  # fmt: skip
+_ROLES = frozenset(get_args(Role))
+
+
+class _Bad(Exception):
+    """A wire value has the wrong shape; the message names the offending path."""
+
+
+def strip_extensions(body: Mapping[str, Any]) -> Json:
+    """The request body without ARES extension keys, which strict providers reject."""
+    return {k: v for k, v in body.items() if not k.startswith("ares_")}
+
+
+# --- shape checks -----------------------------------------------------------------------------
+
+# fmt: off
+_KINDS: Mapping[str, tuple[type, ...]] = {
+    "a string": (str,), "an integer": (int,), "a number": (int, float), "a boolean": (bool,),
+    "an array": (list, tuple), "an object": (Mapping,),
+}
+# fmt: on
+
+
+def _kind(v: object) -> str:
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "a boolean"
+    return next((name for name, types in _KINDS.items() if isinstance(v, types)), type(v).__name__)
+
+
+def _check(v: object, where: str, what: str, *, null: bool = False) -> Any:
+    """``v`` if it is JSON ``what`` (or null when allowed); booleans are not numbers here."""
+    if (v is None and null) or (isinstance(v, _KINDS[what]) and (what == "a boolean") == isinstance(v, bool)):
+        return v
+    raise _Bad(f"{where} must be {what}{' or null' if null else ''}, got {_kind(v)}")
+
+
+def _obj(v: object, where: str) -> Mapping[str, Any]:
+    return cast(Mapping[str, Any], _check(v, where, "an object"))
+
+
+def _seq(v: object, where: str) -> Sequence[Any]:
+    return cast(Sequence[Any], _check(v, where, "an array"))
+
+
+def _opt_str(v: object, where: str = "value") -> str | None:
+    return cast(str | None, _check(v, where, "a string", null=True))
+
+
+def _opt_int(v: object, where: str = "value") -> int | None:
+    return cast(int | None, _check(v, where, "an integer", null=True))
+
+
+def _opt_num(v: object, where: str = "value") -> float | None:
+    return cast(float | None, _check(v, where, "a number", null=True))
+
+
+def _opt_ints(v: object, where: str = "value") -> tuple[int, ...] | None:
+    if v is None:
+        return None
+    return tuple(_check(x, f"{where}[{i}]", "an integer") for i, x in enumerate(_seq(v, where)))
+
+
+def _some(fields: Json) -> Json:
+    """``fields`` without the None values: defaults are left off the wire."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
+# --- the lossless machinery -------------------------------------------------------------------
+
+
+def _residual(original: Mapping[str, Any], rendered: Mapping[str, Any], skip: str = "") -> Json:
+    """Keys of ``original`` that rendering the parsed fields would not reproduce."""
+    return {k: v for k, v in original.items() if k != skip and (k not in rendered or rendered[k] != v)}
+
+
+def _merge(extra: Mapping[str, Any], rendered: Json, parsers: Mapping[str, Callable[[Any], Any]]) -> Json:
+    """``rendered`` over ``extra``, except where ``extra`` spells the same value its own way.
+
+    Keys without a parser are wire defaults (``index: 0``...): an ``extra`` value always wins.
+    """
+    out = dict(extra)
+    for key, value in rendered.items():
+        if key in out:
+            parse = parsers.get(key)
+            if parse is None or _parses_equal(parse, out[key], value):
+                continue
+        out[key] = value
+    return out
+
+
+def _parses_equal(parse: Callable[[Any], Any], wire: object, rendered: object) -> bool:
+    try:
+        return bool(parse(wire) == parse(rendered))
+    except _Bad:
+        return False
+
+
+# --- messages and tool calls ------------------------------------------------------------------
+
+
+def _content(v: object, where: str = "content") -> str | tuple[Mapping[str, Any], ...] | None:
+    if v is None or isinstance(v, str):
+        return v
+    return tuple(dict(_obj(p, f"{where}[{i}]")) for i, p in enumerate(_seq(v, where)))
+
+
+def _tool_calls(v: object, where: str = "tool_calls") -> tuple[ToolCall, ...]:
+    calls = []
+    for i, raw in enumerate(() if v is None else _seq(v, where)):
+        at = f"{where}[{i}]"
+        call = _obj(raw, at)
+        fn = _obj(call.get("function"), f"{at}.function")
+        calls.append(
+            ToolCall(
+                id=_check(call.get("id"), f"{at}.id", "a string"),
+                name=_check(fn.get("name"), f"{at}.function.name", "a string"),
+                arguments=_check(fn.get("arguments"), f"{at}.function.arguments", "a string"),
+                type=_check(call.get("type", "function"), f"{at}.type", "a string"),
+            )
+        )
+    return tuple(calls)
+
+
+def _tool_calls_wire(calls: tuple[ToolCall, ...]) -> list[Json] | None:
+    fn = [{"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+    return fn or None
+
+
+def _message_fields(m: Message) -> Json:
+    content = m.content if m.content is None or isinstance(m.content, str) else [dict(p) for p in m.content]
+    return _some(
+        {
+            "role": m.role,
+            "content": content,
+            "tool_calls": _tool_calls_wire(m.tool_calls),
+            "tool_call_id": m.tool_call_id,
+            "name": m.name,
+        }
+    )
+
+
+def message_to_openai(m: Message) -> Json:
+    """One chat message in wire form."""
+    return _merge(m.extra, _message_fields(m), _PARSERS)
+
+
+def _message(raw: object, where: str) -> Message:
+    m = _obj(raw, where)
+    if (role := m.get("role")) not in _ROLES:
+        raise _Bad(f"{where}.role must be one of {sorted(_ROLES)}, got {role!r}")
+    msg = Message(
+        role=cast(Role, role),
+        content=_content(m.get("content"), f"{where}.content"),
+        tool_calls=_tool_calls(m.get("tool_calls"), f"{where}.tool_calls"),
+        tool_call_id=_opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
+        name=_opt_str(m.get("name"), f"{where}.name"),
+    )
+    extra = _residual(m, _message_fields(msg))
+    return replace(msg, extra=extra) if extra else msg
+
+
+# --- requests ---------------------------------------------------------------------------------
+
+
+def _is_plain_system(m: Message) -> bool:
+    """Whether ``m`` is exactly what a ``system_prompt`` renders to (so it can be absorbed)."""
+    plain = not (m.tool_calls or m.extra) and m.tool_call_id is None and m.name is None
+    return plain and m.role == "system" and isinstance(m.content, str)
+
+
+def _stop(v: object, where: str = "stop") -> tuple[str, ...] | None:
+    if v is None or isinstance(v, str):
+        return None if v is None else (v,)
+    return tuple(_check(x, f"{where}[{i}]", "a string") for i, x in enumerate(_seq(v, where)))
+
+
+def _tools(v: object, where: str = "tools") -> tuple[Mapping[str, Any], ...]:
+    return () if v is None else tuple(dict(_obj(t, f"{where}[{i}]")) for i, t in enumerate(_seq(v, where)))
+
+
+def _metadata(v: object, where: str = METADATA_KEY) -> Mapping[str, Any]:
+    return {} if v is None else dict(_obj(v, where))
+
+
+def _flag(v: object, where: str = NO_SYSTEM_PROMPT_KEY) -> bool:
+    return bool(_check(v, where, "a boolean", null=True))
+
+
+def _request_fields(req: LLMRequest) -> Json:
+    head = [{"role": "system", "content": req.system_prompt}] if req.system_prompt is not None else []
+    s, ids = req.sampling, req.prompt_token_ids
+    ambiguous = req.system_prompt is None and bool(req.messages) and _is_plain_system(req.messages[0])
+    return _some(
+        {
+            "messages": [*head, *(message_to_openai(m) for m in req.messages)],
+            "model": req.model,
+            "tools": [dict(t) for t in req.tools] or None,
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_tokens": s.max_tokens,
+            "stop": None if s.stop is None else list(s.stop),
+            "seed": s.seed,
+            PROMPT_TOKEN_IDS_KEY: None if ids is None else list(ids),
+            METADATA_KEY: dict(req.metadata) or None,
+            NO_SYSTEM_PROMPT_KEY: True if ambiguous else None,
+        }
+    )
+
+
+def request_to_openai(req: LLMRequest) -> Json:
+    """The JSON body of ``POST /chat/completions`` for ``req`` (with ARES extension keys)."""
+    return _merge({**req.extra, **req.sampling.extra}, _request_fields(req), _PARSERS)
+
+
+def request_from_openai(body: Mapping[str, Any]) -> LLMRequest:
+    """The LLMRequest a chat completion body stands for; raises ``LLMError`` if it is malformed."""
+    try:
+        return _request(body)
+    except _Bad as e:
+        raise LLMError(f"malformed OpenAI chat completion request: {e}") from None
+
+
+def _request(body: Mapping[str, Any]) -> LLMRequest:
+    b = _obj(body, "the body")
+    msgs = [_message(m, f"messages[{i}]") for i, m in enumerate(_seq(b.get("messages"), "messages"))]
+    system_prompt = None
+    if msgs and not _flag(b.get(NO_SYSTEM_PROMPT_KEY)) and _is_plain_system(msgs[0]):
+        system_prompt, msgs = cast(str, msgs[0].content), msgs[1:]
+    req = LLMRequest(
+        messages=tuple(msgs),
+        system_prompt=system_prompt,
+        tools=_tools(b.get("tools")),
+        sampling=SamplingParams(
+            temperature=_opt_num(b.get("temperature"), "temperature"),
+            top_p=_opt_num(b.get("top_p"), "top_p"),
+            max_tokens=_opt_int(b.get("max_tokens"), "max_tokens"),
+            stop=_stop(b.get("stop")),
+            seed=_opt_int(b.get("seed"), "seed"),
+        ),
+        model=_opt_str(b.get("model"), "model"),
+        prompt_token_ids=_opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
+        metadata=_metadata(b.get(METADATA_KEY)),
+    )
+    rest = _residual(b, _request_fields(req), skip="messages")
+    if sampling_extra := {k: v for k, v in rest.items() if k in SAMPLING_KEYS}:
+        req = replace(req, sampling=replace(req.sampling, extra=sampling_extra))
+    extra = {k: v for k, v in rest.items() if k not in SAMPLING_KEYS}
+    return replace(req, extra=extra) if extra else req
+
+
+# --- responses --------------------------------------------------------------------------------
+
+
+def _logprobs(v: object, where: str = "logprobs") -> tuple[float, ...] | None:
+    content = None if v is None else _obj(v, where).get("content")
+    if content is None:
+        return None
+    entries = enumerate(_seq(content, f"{where}.content"))
+    at = f"{where}.content"
+    return tuple(
+        _check(_obj(e, f"{at}[{i}]").get("logprob"), f"{at}[{i}].logprob", "a number") for i, e in entries
+    )
+
+
+def _logprobs_wire(logprobs: tuple[float, ...] | None) -> Json | None:
+    if logprobs is None:
+        return None
+    entries = [{"token": "", "logprob": lp, "bytes": None, "top_logprobs": []} for lp in logprobs]
+    return {"content": entries, "refusal": None}
+
+
+def _usage(v: object, where: str = "usage") -> Usage | None:
+    if v is None:
+        return None
+    u = _obj(v, where)
+    usage = Usage(
+        prompt_tokens=_opt_int(u.get("prompt_tokens"), f"{where}.prompt_tokens") or 0,
+        completion_tokens=_opt_int(u.get("completion_tokens"), f"{where}.completion_tokens") or 0,
+    )
+    extra = _residual(u, _usage_fields(usage))
+    return replace(usage, extra=extra) if extra else usage
+
+
+def _usage_fields(u: Usage) -> Json:
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.total_tokens,
+    }
+
+
+def usage_to_openai(u: Usage) -> Json:
+    """The ``usage`` object; ``total_tokens`` is computed unless ``extra`` records the provider's own."""
+    return _merge(u.extra, _usage_fields(u), _PARSERS)
+
+
+def _id(v: object, where: str = "id") -> str | None:
+    return _opt_str(v, where) or None
+
+
+def _response_fields(r: LLMResponse) -> tuple[Json, Json, Json]:
+    """The top-level object (without choices), the first choice and its message, as rendered."""
+    message = {
+        "role": "assistant",
+        "content": r.content,
+        **_some({"tool_calls": _tool_calls_wire(r.tool_calls)}),
+    }
+    choice = {
+        "index": 0,
+        "message": message,
+        "logprobs": _logprobs_wire(r.logprobs),
+        "finish_reason": r.finish_reason,
+    }
+    if r.token_ids is not None:
+        choice[TOKEN_IDS_KEY] = list(r.token_ids)
+    top = {"id": r.id or "", "object": "chat.completion", "created": 0, "model": r.model or ""}
+    usage = None if r.usage is None else usage_to_openai(r.usage)
+    return {**top, **_some({"usage": usage, COST_KEY: r.cost})}, choice, message
+
+
+#: How to read each modelled wire key, to tell a re-spelling kept in ``extra`` from a stale value.
+# fmt: off
+_PARSERS: Mapping[str, Callable[[Any], Any]] = {
+    "model": _id, "tools": _tools, "temperature": _opt_num, "top_p": _opt_num, "max_tokens": _opt_int,
+    "seed": _opt_int, "stop": _stop, PROMPT_TOKEN_IDS_KEY: _opt_ints, METADATA_KEY: _metadata,
+    NO_SYSTEM_PROMPT_KEY: _flag, "content": _content, "tool_calls": _tool_calls, "tool_call_id": _opt_str,
+    "name": _opt_str, "id": _id, "usage": _usage, COST_KEY: _opt_num, "logprobs": _logprobs,
+    "finish_reason": _opt_str, TOKEN_IDS_KEY: _opt_ints, "prompt_tokens": _opt_int,
+    "completion_tokens": _opt_int,
+}
+# fmt: on
+
+
+def response_to_openai(resp: LLMResponse) -> Json:
+    """A full ``chat.completion`` object with ``resp`` as its single (first) choice."""
+    ex, p = resp.extra, _PARSERS
+    top, choice, message = _response_fields(resp)
+    choice["message"] = _merge(ex.get(MESSAGE_EXTRA_KEY, {}), message, p)
+    top["choices"] = [_merge(ex.get(CHOICE_EXTRA_KEY, {}), choice, p), *ex.get(MORE_CHOICES_KEY, ())]
+    return _merge({k: v for k, v in ex.items() if k not in _RESERVED_RESPONSE_EXTRA}, top, p)
+
+
+def response_from_openai(body: object) -> LLMResponse:
+    """The first choice of a ``chat.completion`` body; raises ``MalformedResponseError`` if malformed."""
+    try:
+        return _response(body)
+    except _Bad as e:
+        raise MalformedResponseError(f"malformed OpenAI chat completion response: {e}") from None
+
+
+def _response(body: object) -> LLMResponse:
+    b = _obj(body, "the body")
+    if "choices" not in b and "error" in b:
+        raise _Bad(f"the body is an error object, not a completion: {str(b['error'])[:300]}")
+    choices = _seq(b.get("choices"), "choices")
+    if not choices:
+        raise _Bad("choices is empty; expected at least one choice")
+    c = _obj(choices[0], "choices[0]")
+    m = _obj(c.get("message"), "choices[0].message")
+    resp = LLMResponse(
+        content=_opt_str(m.get("content"), "choices[0].message.content"),
+        tool_calls=_tool_calls(m.get("tool_calls"), "choices[0].message.tool_calls"),
+        finish_reason=_opt_str(c.get("finish_reason"), "choices[0].finish_reason"),
+        usage=_usage(b.get("usage")),
+        cost=_opt_num(b.get(COST_KEY), COST_KEY),
+        model=_id(b.get("model"), "model"),
+        id=_id(b.get("id")),
+        token_ids=_opt_ints(c.get(TOKEN_IDS_KEY), f"choices[0].{TOKEN_IDS_KEY}"),
+        logprobs=_logprobs(c.get("logprobs"), "choices[0].logprobs"),
+    )
+    top, choice, message = _response_fields(resp)
+    extra = _residual(b, top, skip="choices")
+    if choice_extra := _residual(c, choice, skip="message"):
+        extra[CHOICE_EXTRA_KEY] = choice_extra
+    if message_extra := _residual(m, message):
+        extra[MESSAGE_EXTRA_KEY] = message_extra
+    if len(choices) > 1:
+        extra[MORE_CHOICES_KEY] = list(choices[1:])
+    return replace(resp, extra=extra) if extra else resp

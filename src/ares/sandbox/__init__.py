@@ -1,0 +1,13 @@
+"""Sandboxes: the Sandbox protocol and its backends (``local`` is the embedded default)."""
+
+from ares.sandbox.base import (
+    ExecResult,
+    FileMap,
+    ImageSpec,
+    Resources,
+    Sandbox,
+    SandboxFactory,
+    SandboxSpec,
+)
+
+__all__ = ["ExecResult", "FileMap", "ImageSpec", "Resources", "Sandbox", "SandboxFactory", "SandboxSpec"]

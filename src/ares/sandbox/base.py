@@ -1,0 +1,106 @@
+"""The Sandbox seam: where a code agent's commands run, whatever the backend."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
+
+#: Files given by content: relative path -> bytes (or text, written as UTF-8).
+FileMap = Mapping[str, bytes | str]
+
+
+@dataclass(frozen=True, slots=True)
+class ExecResult:
+    """What one command did. A timed out command has been killed with its whole process tree."""
+
+    stdout: str
+    stderr: str
+    exit_code: int
+    timed_out: bool
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+@dataclass(frozen=True, slots=True)
+class Resources:
+    """Resource requests from a task; None means "no limit requested"."""
+
+    cpus: float | None = None
+    memory_mb: int | None = None
+    storage_mb: int | None = None
+    pids: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ImageSpec:
+    """Where a sandbox's filesystem comes from: a named image and/or a Dockerfile directory.
+
+    ``None`` for both means the backend's default base (the host's system dirs for the local sandbox).
+    """
+
+    name: str | None = None
+    dockerfile_dir: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxSpec:
+    """Everything a backend needs to start a sandbox for one episode."""
+
+    image: ImageSpec = ImageSpec()
+    resources: Resources = Resources()
+    network: bool = False
+    workdir: str = "/workspace"
+    env: Mapping[str, str] = field(default_factory=dict)
+    hostname: str = "sandbox"
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """An isolated machine for one episode. ``exec`` never hangs: timeouts kill the process tree."""
+
+    spec: SandboxSpec
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    async def exec(
+        self,
+        cmd: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult: ...
+
+    async def upload(self, src: Path | FileMap, dest: str) -> None:
+        """Copy a host file/dir, or in-memory files, to ``dest`` (a directory for FileMap/dirs)."""
+        ...
+
+    async def download(self, src: str, dest: Path) -> None:
+        """Copy a sandbox file or directory to the host path ``dest``."""
+        ...
+
+    async def read_file(self, path: str) -> bytes: ...
+
+    async def __aenter__(self) -> Self: ...
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class SandboxFactory(Protocol):
+    """Creates (not starts) a sandbox for a spec."""
+
+    def __call__(self, spec: SandboxSpec) -> Sandbox: ...

@@ -1,0 +1,352 @@
+"""LocalSandbox: the embedded default backend (namespaces + overlayfs, no daemon).
+
+The host starts ``_init.py`` with the current interpreter; it enters new user, mount, pid, ipc, uts
+(and net, unless the task wants the network) namespaces, mounts the overlay root and becomes pid 1.
+Commands are sent over a SOCK_SEQPACKET socket with a per-command reply socket passed along, so
+concurrent ``exec`` calls never share a stream. Killing pid 1 tears the whole sandbox down: every
+process in its pid namespace dies and its mounts vanish with its mount namespace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import signal
+import socket
+import struct
+import sys
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from types import TracebackType
+from typing import Any, Self
+
+from ares.errors import SandboxCrashedError, SandboxError, SandboxUnavailableError
+from ares.sandbox.base import ExecResult, FileMap, SandboxSpec
+from ares.sandbox.files import extract_tar, tar_files
+from ares.sandbox.local import janitor, workspace
+from ares.sandbox.local.rootfs import RootfsPlan
+
+INIT_SCRIPT = str(Path(__file__).with_name("_init.py"))
+DEFAULT_ENV = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+}
+START_TIMEOUT_S = 30.0
+# How long past a command's own timeout we wait before declaring the sandbox unresponsive.
+EXEC_GRACE_S = 30.0
+
+
+class LocalSandbox:
+    """A sandbox on this machine. Create it, ``await start()``, ``exec`` commands, ``await stop()``."""
+
+    def __init__(self, spec: SandboxSpec | None = None, *, plan: RootfsPlan | None = None) -> None:
+        self.spec = spec or SandboxSpec()
+        self._plan = plan
+        self._dir: Path | None = None
+        self._proc: asyncio.subprocess.Process | None = None
+        self._ctl: socket.socket | None = None
+        self._pids: list[int] = []
+        self._shell = "/bin/sh"
+        self._crashed: str | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def running(self) -> bool:
+        return self._ctl is not None
+
+    @property
+    def diff_dir(self) -> Path:
+        """The sandbox's filesystem diff against its image (one upper dir per overlay mount)."""
+        if self._dir is None:
+            raise SandboxError("the sandbox has not been started")
+        return self._dir / "upper"
+
+    @property
+    def plan(self) -> RootfsPlan:
+        if self._plan is None:
+            raise SandboxError("the sandbox has not been started")
+        return self._plan
+
+    async def start(self) -> None:
+        if self._ctl is not None:
+            raise SandboxError("the sandbox is already running")
+        self._crashed = None
+        if self._plan is None:
+            self._plan = await workspace.host_base_plan_async()
+        self._dir = workspace.new_sandbox_dir(self._plan)
+        root_upper = self._dir / "upper" / "_root"
+        (root_upper / self.spec.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        try:
+            await asyncio.wait_for(self._launch(), START_TIMEOUT_S)
+        except BaseException as exc:
+            await self.stop()
+            if isinstance(exc, TimeoutError):
+                raise SandboxError(f"the sandbox did not start within {START_TIMEOUT_S:.0f}s") from exc
+            raise
+
+    async def _launch(self) -> None:
+        assert self._dir is not None and self._plan is not None
+        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        host_end.setblocking(False)
+        self._ctl = host_end
+        with child_end, open(self._dir / "init.log", "wb") as log:
+            self._proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-I", "-S", INIT_SCRIPT, str(child_end.fileno()),
+                pass_fds=(child_end.fileno(),), env={}, stdin=asyncio.subprocess.DEVNULL,
+                stdout=log, stderr=log, cwd="/",
+            )  # fmt: skip
+        self._pids = [self._proc.pid]
+        janitor.register(str(id(self)), self._pids, self._dir)
+        mounts = [
+            {
+                "target": m.target,
+                "lower": list(m.lower),
+                "upper": str(self._dir / "upper" / m.key),
+                "work": str(self._dir / "work" / m.key),
+            }
+            for m in self._plan.mounts
+        ]
+        config = {
+            "root": str(self._dir / "root"),
+            "mounts": mounts,
+            "network": self.spec.network,
+            "hostname": self.spec.hostname,
+        }
+        await self._send(json.dumps(config).encode())
+        await self._expect("unshared")
+        await asyncio.to_thread(self._write_id_maps, self._proc.pid)
+        await self._send(b'{"op": "mapped"}')
+        stages: dict[str, dict[str, Any]] = {}
+        while not {"forked", "ready"} <= stages.keys():
+            msg = await self._recv_stage()
+            stages[msg["stage"]] = msg
+            if msg["stage"] == "forked":
+                self._pids.insert(0, int(msg["pid"]))
+        self._shell = stages["ready"]["shell"]
+
+    @staticmethod
+    def _write_id_maps(pid: int) -> None:
+        """Root maps ids one to one (capabilities stay confined to the namespace); others map themselves."""
+        proc = Path(f"/proc/{pid}")
+        if os.geteuid() == 0:
+            (proc / "uid_map").write_text("0 0 4294967295\n")
+            (proc / "gid_map").write_text("0 0 4294967295\n")
+        else:
+            (proc / "setgroups").write_text("deny\n")
+            (proc / "uid_map").write_text(f"0 {os.geteuid()} 1\n")
+            (proc / "gid_map").write_text(f"0 {os.getegid()} 1\n")
+
+    async def _recv_stage(self) -> dict[str, Any]:
+        assert self._ctl is not None
+        data = await asyncio.get_running_loop().sock_recv(self._ctl, 1 << 16)
+        if not data:
+            raise SandboxUnavailableError(self._start_failure("the sandbox init exited during start-up"))
+        msg: dict[str, Any] = json.loads(data)
+        if msg.get("stage") == "error":
+            raise SandboxUnavailableError(self._start_failure(msg["error"]))
+        return msg
+
+    async def _expect(self, stage: str) -> None:
+        msg = await self._recv_stage()
+        if msg.get("stage") != stage:
+            raise SandboxError(f"sandbox init protocol error: expected {stage!r}, got {msg!r}")
+
+    def _start_failure(self, reason: str) -> str:
+        log = ""
+        if self._dir is not None and (self._dir / "init.log").exists():
+            log = (self._dir / "init.log").read_text(errors="replace").strip()[-2000:]
+        hint = (
+            "The local sandbox needs Linux user namespaces (sysctl user.max_user_namespaces > 0, and "
+            "kernel.unprivileged_userns_clone=1 / kernel.apparmor_restrict_unprivileged_userns=0 when "
+            "not root) and overlayfs mounts inside them (Linux >= 5.11). Use the docker backend where "
+            "these are unavailable."
+        )
+        return f"cannot start the local sandbox: {reason}. {hint}" + (f"\ninit log:\n{log}" if log else "")
+
+    async def stop(self) -> None:
+        """Kill every process of the sandbox and delete its files. Safe to call twice."""
+        await self._kill_processes()
+        janitor.unregister(str(id(self)))
+        self._pids = []
+        path, self._dir = self._dir, None
+        if path is not None:
+            await asyncio.to_thread(janitor.remove_tree, path)
+
+    async def fork_frozen(self) -> LocalSandbox:
+        """Kill every process here and return a new, unstarted sandbox of this image plus this diff.
+
+        Used by the verifier so that nothing the agent left running can touch the reward. This
+        sandbox's files stay until ``stop()``, which must come after the fork has stopped.
+        """
+        if self._dir is None or self._plan is None:
+            raise SandboxError("the sandbox has not been started")
+        await self._kill_processes()
+        return LocalSandbox(self.spec, plan=self._plan.stacked_on(self._dir / "upper"))
+
+    async def _kill_processes(self) -> None:
+        ctl, self._ctl = self._ctl, None
+        if ctl is not None:
+            ctl.close()
+        for pid in self._pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                await self._proc.wait()
+            self._proc = None
+        self._crashed = self._crashed or "the sandbox was stopped"
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ commands
+    async def exec(
+        self,
+        cmd: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+    ) -> ExecResult:
+        header, stdout, stderr = await self._run(cmd, cwd=cwd, env=env, timeout_s=timeout_s, stdin=stdin)
+        return ExecResult(
+            stdout=stdout.decode(errors="replace"),
+            stderr=stderr.decode(errors="replace"),
+            exit_code=int(header["exit_code"]),
+            timed_out=bool(header["timed_out"]),
+            duration_s=float(header["duration_s"]),
+        )
+
+    async def _run(
+        self,
+        cmd: str,
+        *,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout_s: float | None = None,
+        stdin: bytes | None = None,
+    ) -> tuple[dict[str, Any], bytes, bytes]:
+        if self._ctl is None:
+            raise SandboxError(self._crashed or "the sandbox is not running; call start() first")
+        full_env = {**DEFAULT_ENV, **self.spec.env, **(env or {})}
+        request = {
+            "op": "exec",
+            "cmd": cmd,
+            "cwd": cwd or self.spec.workdir,
+            "env": full_env,
+            "timeout": timeout_s,
+        }
+        reply, child_reply = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fds = [child_reply.fileno()]
+        stdin_fd = None
+        if stdin is not None:
+            stdin_fd = os.memfd_create("stdin")
+            os.write(stdin_fd, stdin) if len(stdin) < (1 << 16) else await asyncio.to_thread(
+                os.write, stdin_fd, stdin
+            )
+            os.lseek(stdin_fd, 0, os.SEEK_SET)
+            fds.append(stdin_fd)
+        try:
+            with reply:
+                try:
+                    await self._send(json.dumps(request).encode(), fds)
+                finally:
+                    child_reply.close()
+                    if stdin_fd is not None:
+                        os.close(stdin_fd)
+                reply.setblocking(False)
+                limit = None if timeout_s is None else timeout_s + EXEC_GRACE_S
+                data = await asyncio.wait_for(self._read_all(reply), limit)
+        except TimeoutError as exc:
+            await self._mark_crashed(f"the sandbox did not answer within {limit}s; it was stopped")
+            raise SandboxCrashedError(self._crashed) from exc
+        if len(data) < 4:
+            await self._mark_crashed("the sandbox died while running a command")
+            raise SandboxCrashedError(f"{self._crashed}: {cmd[:200]!r}")
+        (hlen,) = struct.unpack("!I", data[:4])
+        header = json.loads(data[4 : 4 + hlen])
+        if "error" in header:
+            raise SandboxError(f"the sandbox could not run {cmd[:200]!r}: {header['error']}")
+        body = data[4 + hlen :]
+        out_len = header["stdout_len"]
+        return header, body[:out_len], body[out_len:]
+
+    async def _mark_crashed(self, reason: str) -> None:
+        if self._crashed is None:
+            self._crashed = reason
+        await self.stop()
+
+    @staticmethod
+    async def _read_all(sock: socket.socket) -> bytes:
+        loop = asyncio.get_running_loop()
+        chunks = []
+        while chunk := await loop.sock_recv(sock, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _send(self, data: bytes, fds: list[int] | None = None) -> None:
+        sock = self._ctl
+        if sock is None:
+            raise SandboxError(self._crashed or "the sandbox is not running")
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                if fds:
+                    socket.send_fds(sock, [data], fds)
+                else:
+                    sock.send(data)
+                return
+            except BlockingIOError:
+                writable = loop.create_future()
+                loop.add_writer(sock, writable.set_result, None)
+                try:
+                    await writable
+                finally:
+                    loop.remove_writer(sock)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                await self._mark_crashed("the sandbox init process is gone")
+                raise SandboxCrashedError(self._crashed) from exc
+
+    # ------------------------------------------------------------------ files
+    async def upload(self, src: Path | FileMap, dest: str) -> None:
+        if isinstance(src, Path) and src.is_file():
+            target = PurePosixPath(dest)
+            archive = await asyncio.to_thread(tar_files, src, target.name)
+            directory = str(target.parent)
+        else:
+            archive = await asyncio.to_thread(tar_files, src)
+            directory = dest
+        quoted = shlex.quote(directory)
+        result = await self.exec(f"mkdir -p {quoted} && tar -xf - -C {quoted}", cwd="/", stdin=archive)
+        if not result.ok:
+            raise SandboxError(f"upload to {dest} failed: {result.stderr.strip()}")
+
+    async def download(self, src: str, dest: Path) -> None:
+        path = PurePosixPath(src)
+        header, archive, err = await self._run(
+            f"tar -cf - -C {shlex.quote(str(path.parent))} {shlex.quote(path.name)}", cwd="/"
+        )
+        if header["exit_code"] != 0:
+            raise SandboxError(f"download of {src} failed: {err.decode(errors='replace').strip()}")
+        staging = dest.parent / f".{dest.name}.ares-download"
+        await asyncio.to_thread(extract_tar, archive, staging)
+        await asyncio.to_thread(os.replace, staging / path.name, dest)
+        await asyncio.to_thread(janitor.remove_tree, staging)
+
+    async def read_file(self, path: str) -> bytes:
+        header, data, err = await self._run(f"cat -- {shlex.quote(path)}", cwd="/")
+        if header["exit_code"] != 0:
+            raise SandboxError(f"cannot read {path}: {err.decode(errors='replace').strip()}")
+        return data

@@ -1,0 +1,7 @@
+"""Tasks: the Task model and loaders for Harbor-format directories and HumanEval."""
+
+from ares.tasks.harbor import load_harbor_dataset, load_harbor_task
+from ares.tasks.humaneval import load_humaneval
+from ares.tasks.model import FileSource, Task
+
+__all__ = ["FileSource", "Task", "load_harbor_dataset", "load_harbor_task", "load_humaneval"]

@@ -1,0 +1,289 @@
+"""Load Harbor-format task directories (task.toml, instruction.md, tests/, solution/, environment/).
+
+Validation is strict and eager: a malformed task fails at load time with a message naming the file,
+the field and the fix, rather than mid-episode inside a sandbox. Unknown keys are ignored, as Harbor
+ignores them, so newer task files still load.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ares.errors import TaskError, TaskNotFoundError
+from ares.sandbox.base import ImageSpec, Resources
+from ares.tasks.model import Task
+
+_DEFAULTS = Task(id="defaults", instruction="", tests={})
+
+#: network_mode values and whether each lets the sandbox reach the network.
+NETWORK_MODES: Mapping[str, bool] = {
+    "none": False,
+    "no-network": False,
+    "public": True,
+    "bridge": True,
+    "host": True,
+}
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT])(?:I?B|I)?\s*$", re.IGNORECASE)
+_MB_PER_UNIT = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+@dataclass(frozen=True)
+class _Section:
+    """One [table] of task.toml, with typed getters whose errors point at file, table and key."""
+
+    file: Path
+    name: str
+    data: Mapping[str, Any]
+
+    def error(self, key: str, problem: str, fix: str) -> TaskError:
+        where = f"[{self.name}] {key}" if self.name else key
+        return TaskError(f"{self.file}: {where} {problem}; {fix}")
+
+    def got(self, key: str) -> str:
+        value = self.data[key]
+        return f"got {value!r} ({type(value).__name__})"
+
+    def table(self, key: str) -> _Section:
+        value = self.data.get(key, {})
+        if not isinstance(value, dict):
+            raise TaskError(
+                f"{self.file}: [{key}] must be a table, {self.got(key)}; write it as a `[{key}]` section"
+            )
+        return _Section(self.file, key, value)
+
+    def string(self, key: str) -> str | None:
+        value = self.data.get(key)
+        if value is None or isinstance(value, str):
+            return value
+        raise self.error(key, f"must be a string, {self.got(key)}", f'quote it, e.g. {key} = "..."')
+
+    def boolean(self, key: str) -> bool | None:
+        value = self.data.get(key)
+        if value is None or isinstance(value, bool):
+            return value
+        raise self.error(key, f"must be true or false, {self.got(key)}", f"write {key} = true or false")
+
+    def positive(self, key: str, unit: str, example: str) -> float | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise self.error(
+                key, f"must be a positive number of {unit}, {self.got(key)}", f"write e.g. {key} = {example}"
+            )
+        return float(value)
+
+    def str_map(self, key: str) -> dict[str, str]:
+        value = self.data.get(key, {})
+        if not isinstance(value, dict):
+            raise self.error(key, f"must be a table, {self.got(key)}", f'write {key} = {{ NAME = "value" }}')
+        bad = [k for k, v in value.items() if not isinstance(v, str)]
+        if bad:
+            raise self.error(
+                key, f"values must be strings, but {bad} are not", 'quote every value, e.g. PORT = "8080"'
+            )
+        return dict(value)
+
+
+def load_harbor_task(path: Path) -> Task:
+    """Load one Harbor task directory; ``Task.id`` is the directory's name."""
+    root = _existing_dir(Path(path), "Harbor task directory")
+    toml_path = root / "task.toml"
+    if not toml_path.is_file():
+        raise TaskError(
+            f"{root} has no task.toml; every Harbor task needs one (it may be empty, "
+            'e.g. only `version = "1.0"`), next to instruction.md and tests/test.sh'
+        )
+    try:
+        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{toml_path}: invalid TOML: {exc}; fix the syntax (see https://toml.io)") from exc
+
+    top = _Section(toml_path, "", data)
+    environment = top.table("environment")
+    agent = top.table("agent")
+    verifier = top.table("verifier")
+    metadata = dict(top.table("metadata").data)
+    version = top.string("version")
+    if version is not None:
+        metadata.setdefault("version", version)
+
+    agent_timeout = agent.positive("timeout_sec", "seconds", "600.0") or _DEFAULTS.agent_timeout_s
+    verifier_timeout = verifier.positive("timeout_sec", "seconds", "300.0") or _DEFAULTS.verifier_timeout_s
+    return Task(
+        id=root.name,
+        instruction=_instruction(root),
+        tests=_tests_dir(root),
+        image=_image(root, environment),
+        resources=_resources(environment),
+        network=_network(environment),
+        workdir=_workdir(root, environment),
+        env=environment.str_map("env"),
+        agent_timeout_s=agent_timeout,
+        command_timeout_s=min(_DEFAULTS.command_timeout_s, agent_timeout),
+        verifier_timeout_s=verifier_timeout,
+        verifier_env=verifier.str_map("env"),
+        solution=_solution_dir(root),
+        source="harbor",
+        metadata=metadata,
+    )
+
+
+def load_harbor_dataset(path: Path) -> list[Task]:
+    """Load every task dir under ``path`` sorted by name; a task dir itself is a one-task dataset."""
+    root = _existing_dir(Path(path), "Harbor dataset directory")
+    if _looks_like_task(root):
+        return [load_harbor_task(root)]
+    children = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=_name)
+    tasks = [load_harbor_task(child) for child in children if _looks_like_task(child)]
+    if not tasks:
+        raise TaskNotFoundError(
+            f"{root} contains no Harbor task directories; a task dir holds task.toml, instruction.md "
+            "and tests/test.sh. Point at the dataset dir that contains the task dirs."
+        )
+    return tasks
+
+
+def _name(path: Path) -> str:
+    return path.name
+
+
+def _looks_like_task(path: Path) -> bool:
+    # instruction.md alone counts so a task dir that lost its task.toml is reported, not skipped.
+    return (path / "task.toml").is_file() or (path / "instruction.md").is_file()
+
+
+def _existing_dir(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise TaskError(f"{what} {path} does not exist; check the path")
+    if not path.is_dir():
+        raise TaskError(f"{what} {path} is not a directory; pass the directory that holds task.toml")
+    return path.resolve()
+
+
+def _instruction(root: Path) -> str:
+    path = root / "instruction.md"
+    if not path.is_file():
+        raise TaskError(f"{path} is missing; write the task's instructions for the agent there")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{path} is not valid UTF-8 ({exc}); save it as UTF-8") from exc
+    if not text.strip():
+        raise TaskError(f"{path} is empty; write the task's instructions for the agent there")
+    return text
+
+
+def _tests_dir(root: Path) -> Path:
+    tests = root / "tests"
+    if not (tests / "test.sh").is_file():
+        raise TaskError(
+            f"{tests / 'test.sh'} is missing; every Harbor task needs a tests/test.sh that writes "
+            "/logs/verifier/reward.txt (one number) or /logs/verifier/reward.json"
+        )
+    return tests
+
+
+def _solution_dir(root: Path) -> Path | None:
+    solution = root / "solution"
+    if not solution.exists():
+        return None
+    if not (solution / "solve.sh").is_file():
+        raise TaskError(
+            f"{solution} has no solve.sh; add the oracle script solution/solve.sh or remove the directory"
+        )
+    return solution
+
+
+def _image(root: Path, env: _Section) -> ImageSpec:
+    name = env.string("docker_image")
+    if name is not None and not name.strip():
+        raise env.error("docker_image", "is empty", "name an image (e.g. python:3.11-slim) or drop the key")
+    dockerfile_dir = root / "environment"
+    has_dockerfile = (dockerfile_dir / "Dockerfile").is_file()
+    return ImageSpec(name=name, dockerfile_dir=dockerfile_dir if has_dockerfile else None)
+
+
+def _resources(env: _Section) -> Resources:
+    cpus = env.positive("cpus", "CPUs", "2")
+    return Resources(
+        cpus=cpus,
+        memory_mb=_size_mb(env, "memory_mb", "memory"),
+        storage_mb=_size_mb(env, "storage_mb", "storage"),
+    )
+
+
+def _size_mb(env: _Section, mb_key: str, text_key: str) -> int | None:
+    """Read a size given either as ``<mb_key> = 2048`` or ``<text_key> = "2G"``."""
+    if mb_key in env.data and text_key in env.data:
+        raise env.error(mb_key, f"and {text_key} are both set", "keep only one of them")
+    mb = env.positive(mb_key, "megabytes", "2048")
+    if mb is not None:
+        return max(1, round(mb))
+    text = env.data.get(text_key)
+    if text is None:
+        return None
+    match = _SIZE.match(text) if isinstance(text, str) else None
+    if match is None or float(match.group(1)) <= 0:
+        raise env.error(
+            text_key,
+            f'must be a size string like "512M" or "2G", {env.got(text_key)}',
+            f'write e.g. {text_key} = "2G" or use {mb_key} = 2048',
+        )
+    return max(1, round(float(match.group(1)) * _MB_PER_UNIT[match.group(2).upper()]))
+
+
+def _network(env: _Section) -> bool:
+    mode = env.string("network_mode")
+    allow = env.boolean("allow_internet")
+    if mode is None:
+        return bool(allow)
+    allowed = ", ".join(f'"{m}"' for m in NETWORK_MODES)
+    network = NETWORK_MODES.get(mode.strip().lower())
+    if network is None:
+        raise env.error("network_mode", f"is {mode!r}, which is not supported", f"use one of {allowed}")
+    if allow is not None and allow != network:
+        raise env.error(
+            "network_mode",
+            f"= {mode!r} contradicts allow_internet = {str(allow).lower()}",
+            "keep only one of the two keys",
+        )
+    return network
+
+
+def _workdir(root: Path, env: _Section) -> str:
+    workdir = env.string("workdir")
+    if workdir is None:
+        return _dockerfile_workdir(root / "environment" / "Dockerfile") or _DEFAULTS.workdir
+    if not workdir.startswith("/"):
+        raise env.error(
+            "workdir", f"must be an absolute path, got {workdir!r}", 'write e.g. workdir = "/app"'
+        )
+    return posixpath.normpath(workdir)
+
+
+def _dockerfile_workdir(dockerfile: Path) -> str | None:
+    """The last WORKDIR of the final build stage, so tasks that only set it there still run in place."""
+    if not dockerfile.is_file():
+        return None
+    current: str | None = None
+    for raw in dockerfile.read_text(encoding="utf-8", errors="replace").splitlines():
+        words = raw.strip().split(maxsplit=1)
+        if not words:
+            continue
+        keyword = words[0].upper()
+        if keyword == "FROM":
+            current = None
+        elif keyword == "WORKDIR" and len(words) == 2:
+            value = words[1].strip().strip("\"'")
+            if "$" in value:
+                continue  # build-arg substitution cannot be resolved here
+            current = posixpath.normpath(posixpath.join(current or "/", value))
+    return current
