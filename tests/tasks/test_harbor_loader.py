@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -126,7 +127,9 @@ def test_hello_file_uses_verifier_env(tmp_path: Path) -> None:
 def test_fix_bug_rejects_the_original_buggy_module(tmp_path: Path) -> None:
     task = load_harbor_task(GOOD / "fix-bug")
     (tmp_path / "app").mkdir()
-    buggy = "def mean(v):\n    return sum(v) / len(v)\n\n\ndef median(v):\n    return sorted(v)[len(v) // 2]\n"
+    buggy = (
+        "def mean(v):\n    return sum(v) / len(v)\n\n\ndef median(v):\n    return sorted(v)[len(v) // 2]\n"
+    )
     (tmp_path / "app" / "stats.py").write_text(buggy)
     assert _reward(task, tmp_path, solve=False) == {"reward": 0.0}
 
@@ -135,17 +138,17 @@ def test_json_reward_terms(tmp_path: Path) -> None:
     task = load_harbor_task(GOOD / "json-reward")
     zero = {"file_exists": 0.0, "runs": 0.0, "correct_lines": 0.0}
     assert _reward(task, tmp_path / "unsolved", solve=False) == zero
-    assert _reward(task, tmp_path / "solved", solve=True) == {
-        "file_exists": 1.0,
-        "runs": 1.0,
-        "correct_lines": 1.0,
-    }
+    solved = _reward(task, tmp_path / "solved", solve=True)
+    assert solved == pytest.approx({"file_exists": 0.1, "runs": 0.2, "correct_lines": 0.7})
+    assert math.fsum(solved.values()) == pytest.approx(1.0)
     partial = tmp_path / "partial"
     (partial / "app").mkdir(parents=True)
-    (partial / "app" / "fizzbuzz.py").write_text("import sys\nfor i in range(1, int(sys.argv[1]) + 1):\n    print(i)\n")
+    (partial / "app" / "fizzbuzz.py").write_text(
+        "import sys\nfor i in range(1, int(sys.argv[1]) + 1):\n    print(i)\n"
+    )
     terms = _reward(task, partial, solve=False)
-    assert terms["file_exists"] == terms["runs"] == 1.0
-    assert 0.0 < terms["correct_lines"] < 1.0
+    assert (terms["file_exists"], terms["runs"]) == (0.1, 0.2)
+    assert 0.0 < terms["correct_lines"] < 0.7
 
 
 # --- broken fixtures -----------------------------------------------------------------------------
@@ -349,7 +352,7 @@ def test_dataset_skips_hidden_dirs_files_and_unrelated_dirs(tmp_path: Path) -> N
 
 def test_dataset_reports_task_dir_missing_toml(tmp_path: Path) -> None:
     (_make_task(tmp_path, name="ok") / "task.toml").rename(tmp_path / "elsewhere.toml")
-    with pytest.raises(TaskError, match="no task.toml"):
+    with pytest.raises(TaskError, match=r"no task\.toml"):
         load_harbor_dataset(tmp_path)
 
 

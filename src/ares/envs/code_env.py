@@ -65,12 +65,18 @@ class CodeEnvironment:
         self._closed = False
 
     @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
     def action_format(self) -> ActionFormat:
         """How scripted policies (oracle, null) talk to this environment's agent."""
         return self._agent_factory.action_format
 
     # ------------------------------------------------------------------ API
-    async def reset(self, *, seed: int | None = None, task: TaskSelector | None = None) -> TimeStep[LLMRequest]:
+    async def reset(
+        self, *, seed: int | None = None, task: TaskSelector | None = None
+    ) -> TimeStep[LLMRequest]:
         if self._closed:
             raise EnvironmentStateError("the environment is closed; create a new one")
         if self._active:

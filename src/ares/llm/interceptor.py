@@ -21,7 +21,7 @@ class LLMClient(Protocol):
     async def __call__(self, request: LLMRequest) -> LLMResponse: ...
 
 
-class AgentFinished(Exception):  # noqa: N818 - a signal, not a failure
+class AgentFinished(Exception):
     """Raised by ``next_event`` when the agent task ended instead of asking the LLM again."""
 
 

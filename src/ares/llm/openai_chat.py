@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, cast, get_args
 
 from ares.errors import LLMError, MalformedResponseError
@@ -49,6 +50,7 @@ SAMPLING_KEYS = frozenset(
         "top_k", "min_p", "repetition_penalty", "min_tokens",
     }
 )  # fmt: skip
+_SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "seed")
 _ROLES = frozenset(get_args(Role))
 
 
@@ -65,21 +67,17 @@ def strip_extensions(body: Mapping[str, Any]) -> Json:
 
 # fmt: off
 _KINDS: Mapping[str, tuple[type, ...]] = {
-    "a string": (str,), "an integer": (int,), "a number": (int, float), "a boolean": (bool,),
+    "a boolean": (bool,), "a string": (str,), "an integer": (int,), "a number": (int, float),
     "an array": (list, tuple), "an object": (Mapping,),
 }
 # fmt: on
 
 
 def _kind(v: object) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "a boolean"
-    return next((name for name, types in _KINDS.items() if isinstance(v, types)), type(v).__name__)
+    return "null" if v is None else next((n for n, t in _KINDS.items() if isinstance(v, t)), type(v).__name__)
 
 
-def _check(v: object, where: str, what: str, *, null: bool = False) -> Any:
+def _check(v: object, where: str = "value", what: str = "a string", *, null: bool = False) -> Any:
     """``v`` if it is JSON ``what`` (or null when allowed); booleans are not numbers here."""
     if (v is None and null) or (isinstance(v, _KINDS[what]) and (what == "a boolean") == isinstance(v, bool)):
         return v
@@ -94,22 +92,19 @@ def _seq(v: object, where: str) -> Sequence[Any]:
     return cast(Sequence[Any], _check(v, where, "an array"))
 
 
-def _opt_str(v: object, where: str = "value") -> str | None:
-    return cast(str | None, _check(v, where, "a string", null=True))
-
-
-def _opt_int(v: object, where: str = "value") -> int | None:
-    return cast(int | None, _check(v, where, "an integer", null=True))
-
-
-def _opt_num(v: object, where: str = "value") -> float | None:
-    return cast(float | None, _check(v, where, "a number", null=True))
+_opt_str = partial(_check, what="a string", null=True)
+_opt_int = partial(_check, what="an integer", null=True)
+_opt_num = partial(_check, what="a number", null=True)
 
 
 def _opt_ints(v: object, where: str = "value") -> tuple[int, ...] | None:
     if v is None:
         return None
     return tuple(_check(x, f"{where}[{i}]", "an integer") for i, x in enumerate(_seq(v, where)))
+
+
+def _listed(v: Sequence[Any] | None) -> list[Any] | None:
+    return None if v is None else list(v)
 
 
 def _some(fields: Json) -> Json:
@@ -125,18 +120,17 @@ def _residual(original: Mapping[str, Any], rendered: Mapping[str, Any], skip: st
     return {k: v for k, v in original.items() if k != skip and (k not in rendered or rendered[k] != v)}
 
 
-def _merge(extra: Mapping[str, Any], rendered: Json, parsers: Mapping[str, Callable[[Any], Any]]) -> Json:
+def _merge(extra: Mapping[str, Any], rendered: Json) -> Json:
     """``rendered`` over ``extra``, except where ``extra`` spells the same value its own way.
 
     Keys without a parser are wire defaults (``index: 0``...): an ``extra`` value always wins.
     """
-    out = dict(extra)
+    out = {}
     for key, value in rendered.items():
-        if key in out:
-            parse = parsers.get(key)
-            if parse is None or _parses_equal(parse, out[key], value):
-                continue
-        out[key] = value
+        parse = _PARSERS.get(key)
+        keep = key in extra and (parse is None or _parses_equal(parse, extra[key], value))
+        out[key] = extra[key] if keep else value
+    out.update((k, v) for k, v in extra.items() if k not in out)
     return out
 
 
@@ -180,20 +174,13 @@ def _tool_calls_wire(calls: tuple[ToolCall, ...]) -> list[Json] | None:
 
 def _message_fields(m: Message) -> Json:
     content = m.content if m.content is None or isinstance(m.content, str) else [dict(p) for p in m.content]
-    return _some(
-        {
-            "role": m.role,
-            "content": content,
-            "tool_calls": _tool_calls_wire(m.tool_calls),
-            "tool_call_id": m.tool_call_id,
-            "name": m.name,
-        }
-    )
+    fields = {"role": m.role, "content": content, "tool_calls": _tool_calls_wire(m.tool_calls)}
+    return _some({**fields, "tool_call_id": m.tool_call_id, "name": m.name})
 
 
 def message_to_openai(m: Message) -> Json:
     """One chat message in wire form."""
-    return _merge(m.extra, _message_fields(m), _PARSERS)
+    return _merge(m.extra, _message_fields(m))
 
 
 def _message(raw: object, where: str) -> Message:
@@ -240,28 +227,19 @@ def _flag(v: object, where: str = NO_SYSTEM_PROMPT_KEY) -> bool:
 
 def _request_fields(req: LLMRequest) -> Json:
     head = [{"role": "system", "content": req.system_prompt}] if req.system_prompt is not None else []
-    s, ids = req.sampling, req.prompt_token_ids
     ambiguous = req.system_prompt is None and bool(req.messages) and _is_plain_system(req.messages[0])
-    return _some(
-        {
-            "messages": [*head, *(message_to_openai(m) for m in req.messages)],
-            "model": req.model,
-            "tools": [dict(t) for t in req.tools] or None,
-            "temperature": s.temperature,
-            "top_p": s.top_p,
-            "max_tokens": s.max_tokens,
-            "stop": None if s.stop is None else list(s.stop),
-            "seed": s.seed,
-            PROMPT_TOKEN_IDS_KEY: None if ids is None else list(ids),
-            METADATA_KEY: dict(req.metadata) or None,
-            NO_SYSTEM_PROMPT_KEY: True if ambiguous else None,
-        }
+    fields: Json = {"messages": [*head, *(message_to_openai(m) for m in req.messages)], "model": req.model}
+    fields.update({k: getattr(req.sampling, k) for k in _SAMPLING_FIELDS}, stop=_listed(req.sampling.stop))
+    fields.update({"tools": [dict(t) for t in req.tools] or None, METADATA_KEY: dict(req.metadata) or None})
+    fields.update(
+        {PROMPT_TOKEN_IDS_KEY: _listed(req.prompt_token_ids), NO_SYSTEM_PROMPT_KEY: ambiguous or None}
     )
+    return _some(fields)
 
 
 def request_to_openai(req: LLMRequest) -> Json:
     """The JSON body of ``POST /chat/completions`` for ``req`` (with ARES extension keys)."""
-    return _merge({**req.extra, **req.sampling.extra}, _request_fields(req), _PARSERS)
+    return _merge({**req.extra, **req.sampling.extra}, _request_fields(req))
 
 
 def request_from_openai(body: Mapping[str, Any]) -> LLMRequest:
@@ -282,13 +260,7 @@ def _request(body: Mapping[str, Any]) -> LLMRequest:
         messages=tuple(msgs),
         system_prompt=system_prompt,
         tools=_tools(b.get("tools")),
-        sampling=SamplingParams(
-            temperature=_opt_num(b.get("temperature"), "temperature"),
-            top_p=_opt_num(b.get("top_p"), "top_p"),
-            max_tokens=_opt_int(b.get("max_tokens"), "max_tokens"),
-            stop=_stop(b.get("stop")),
-            seed=_opt_int(b.get("seed"), "seed"),
-        ),
+        sampling=SamplingParams(**{k: _PARSERS[k](b.get(k), k) for k in (*_SAMPLING_FIELDS, "stop")}),
         model=_opt_str(b.get("model"), "model"),
         prompt_token_ids=_opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
         metadata=_metadata(b.get(METADATA_KEY)),
@@ -334,16 +306,13 @@ def _usage(v: object, where: str = "usage") -> Usage | None:
 
 
 def _usage_fields(u: Usage) -> Json:
-    return {
-        "prompt_tokens": u.prompt_tokens,
-        "completion_tokens": u.completion_tokens,
-        "total_tokens": u.total_tokens,
-    }
+    p, c = u.prompt_tokens, u.completion_tokens
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": u.total_tokens}
 
 
 def usage_to_openai(u: Usage) -> Json:
     """The ``usage`` object; ``total_tokens`` is computed unless ``extra`` records the provider's own."""
-    return _merge(u.extra, _usage_fields(u), _PARSERS)
+    return _merge(u.extra, _usage_fields(u))
 
 
 def _id(v: object, where: str = "id") -> str | None:
@@ -357,15 +326,9 @@ def _response_fields(r: LLMResponse) -> tuple[Json, Json, Json]:
         "content": r.content,
         **_some({"tool_calls": _tool_calls_wire(r.tool_calls)}),
     }
-    choice = {
-        "index": 0,
-        "message": message,
-        "logprobs": _logprobs_wire(r.logprobs),
-        "finish_reason": r.finish_reason,
-    }
-    if r.token_ids is not None:
-        choice[TOKEN_IDS_KEY] = list(r.token_ids)
-    top = {"id": r.id or "", "object": "chat.completion", "created": 0, "model": r.model or ""}
+    choice = {"index": 0, "message": message, "logprobs": _logprobs_wire(r.logprobs)}
+    choice.update(finish_reason=r.finish_reason, **_some({TOKEN_IDS_KEY: _listed(r.token_ids)}))
+    top = {"id": r.id or "", "object": "chat.completion", "created": 0, "model": r.model or "", "choices": []}
     usage = None if r.usage is None else usage_to_openai(r.usage)
     return {**top, **_some({"usage": usage, COST_KEY: r.cost})}, choice, message
 
@@ -385,11 +348,11 @@ _PARSERS: Mapping[str, Callable[[Any], Any]] = {
 
 def response_to_openai(resp: LLMResponse) -> Json:
     """A full ``chat.completion`` object with ``resp`` as its single (first) choice."""
-    ex, p = resp.extra, _PARSERS
+    ex = resp.extra
     top, choice, message = _response_fields(resp)
-    choice["message"] = _merge(ex.get(MESSAGE_EXTRA_KEY, {}), message, p)
-    top["choices"] = [_merge(ex.get(CHOICE_EXTRA_KEY, {}), choice, p), *ex.get(MORE_CHOICES_KEY, ())]
-    return _merge({k: v for k, v in ex.items() if k not in _RESERVED_RESPONSE_EXTRA}, top, p)
+    choice["message"] = _merge(ex.get(MESSAGE_EXTRA_KEY, {}), message)
+    top["choices"] = [_merge(ex.get(CHOICE_EXTRA_KEY, {}), choice), *ex.get(MORE_CHOICES_KEY, ())]
+    return _merge({k: v for k, v in ex.items() if k not in _RESERVED_RESPONSE_EXTRA}, top)
 
 
 def response_from_openai(body: object) -> LLMResponse:

@@ -83,7 +83,7 @@ class LLMRequest:
     messages: tuple[Message, ...]
     system_prompt: str | None = None
     tools: tuple[Mapping[str, Any], ...] = ()
-    sampling: SamplingParams = SamplingParams()
+    sampling: SamplingParams = field(default_factory=SamplingParams)
     model: str | None = None
     prompt_token_ids: tuple[int, ...] | None = None
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)

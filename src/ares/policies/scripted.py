@@ -37,16 +37,16 @@ class ReplayPolicy:
 
 def _solution_files(source: FileSource) -> dict[str, bytes]:
     if isinstance(source, Path):
-        return {
-            str(p.relative_to(source)): p.read_bytes() for p in sorted(source.rglob("*")) if p.is_file()
-        }
+        return {str(p.relative_to(source)): p.read_bytes() for p in sorted(source.rglob("*")) if p.is_file()}
     return {rel: data.encode() if isinstance(data, str) else data for rel, data in source.items()}
 
 
 def oracle_command(task: Task) -> str:
     """One shell command that materializes the task's solution in /solution and runs solve.sh."""
     if task.solution is None:
-        raise PolicyError(f"task {task.id} has no reference solution (solution/solve.sh); cannot run the oracle")
+        raise PolicyError(
+            f"task {task.id} has no reference solution (solution/solve.sh); cannot run the oracle"
+        )
     files = _solution_files(task.solution)
     if "solve.sh" not in files:
         raise PolicyError(f"task {task.id}: the solution has no solve.sh")
@@ -54,7 +54,9 @@ def oracle_command(task: Task) -> str:
     for rel, data in files.items():
         target = shlex.quote(f"{SOLUTION_DIR}/{rel}")
         encoded = base64.b64encode(data).decode()
-        lines.append(f"mkdir -p \"$(dirname {target})\" && base64 -d > {target} <<'ARES_B64'\n{encoded}\nARES_B64")
+        lines.append(
+            f"mkdir -p \"$(dirname {target})\" && base64 -d > {target} <<'ARES_B64'\n{encoded}\nARES_B64"
+        )
     lines.append(f"cd {shlex.quote(task.workdir)} && bash {SOLUTION_DIR}/solve.sh")
     return "\n".join(lines)
 

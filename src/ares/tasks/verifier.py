@@ -101,9 +101,15 @@ async def _run_tests(task: Task, sandbox: Sandbox) -> Verdict:
     reward_txt = await _read_optional(sandbox, f"{LOGS_DIR}/reward.txt")
     if reward_txt is not None:
         return Verdict(parse_reward_txt(reward_txt), {}, output)
-    why = f"timed out after {task.verifier_timeout_s:g}s" if output.timed_out else f"exit code {output.exit_code}"
+    why = (
+        f"timed out after {task.verifier_timeout_s:g}s"
+        if output.timed_out
+        else f"exit code {output.exit_code}"
+    )
     tail = (output.stdout + output.stderr).strip()[-800:]
-    raise VerifierError(f"tests/test.sh ({why}) wrote neither reward.json nor reward.txt. Output tail:\n{tail}")
+    raise VerifierError(
+        f"tests/test.sh ({why}) wrote neither reward.json nor reward.txt. Output tail:\n{tail}"
+    )
 
 
 async def _read_optional(sandbox: Sandbox, path: str) -> str | None:

@@ -12,6 +12,7 @@ A forked "shepherd" runs each command and answers on its own reply socket: a 4-b
 header, then stdout and stderr bytes. Closing the control socket ends the sandbox.
 """
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -29,15 +30,28 @@ CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 MNT_DETACH = 2
-PR_SET_DUMPABLE, PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 4, 1, 24, 38, 36
+PR_SET_DUMPABLE, PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = (
+    4,
+    1,
+    24,
+    38,
+    36,
+)
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 # Capabilities a sandboxed root keeps (the usual container default); all others leave the bounding set.
 KEEP_CAPS = {0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31}
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
 MAX_OUTPUT = 16 * 1024 * 1024
 # Signals Python or init ignore that a command must see with their default action.
-RESET_SIGNALS = (signal.SIGPIPE, signal.SIGXFSZ, signal.SIGCHLD, signal.SIGINT, signal.SIGQUIT,
-                 signal.SIGTERM, signal.SIGHUP)
+RESET_SIGNALS = (
+    signal.SIGPIPE,
+    signal.SIGXFSZ,
+    signal.SIGCHLD,
+    signal.SIGINT,
+    signal.SIGQUIT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+)
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -81,17 +95,19 @@ def setup_filesystem(cfg: dict) -> None:
         path = f"{dev}/{node}"
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o666))
         mount(f"/dev/{node}", path, None, MS_BIND)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2"),
-                         ("ptmx", "pts/ptmx")):
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ):
         os.symlink(target, f"{dev}/{name}")
     os.mkdir(f"{dev}/shm")
     mount("tmpfs", f"{dev}/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777,size=262144k")
     os.mkdir(f"{dev}/pts")
-    try:
+    with contextlib.suppress(OSError):  # pseudo-terminals are a nicety; commands run without a tty
         mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
-    except OSError:
-        pass  # pseudo-terminals are a nicety; commands run without a tty anyway
 
 
 def enter_root(cfg: dict) -> None:
@@ -148,10 +164,8 @@ def kill_tree(reaped: dict[int, int]) -> None:
         if not victims:
             return
         for pid in victims:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         reap(reaped)
         time.sleep(0.001)
 
@@ -184,7 +198,11 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
         child = None
     else:
         stdin = stdin_fd if stdin_fd is not None else os.open("/dev/null", os.O_RDONLY)
-        actions = [(os.POSIX_SPAWN_DUP2, stdin, 0), (os.POSIX_SPAWN_DUP2, out, 1), (os.POSIX_SPAWN_DUP2, err, 2)]
+        actions = [
+            (os.POSIX_SPAWN_DUP2, stdin, 0),
+            (os.POSIX_SPAWN_DUP2, out, 1),
+            (os.POSIX_SPAWN_DUP2, err, 2),
+        ]
         child = os.posix_spawn(
             shell, [shell, "-c", req["cmd"]], req["env"],
             file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS, setsigmask=(),
@@ -201,13 +219,15 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
     code = os.waitstatus_to_exitcode(status)
     duration = time.monotonic() - start
     stdout, stderr = read_memfd(out), read_memfd(err)
-    header = json.dumps({
-        "exit_code": code if code >= 0 else 128 - code,
-        "timed_out": timed_out,
-        "duration_s": duration,
-        "stdout_len": len(stdout),
-        "stderr_len": len(stderr),
-    }).encode()
+    header = json.dumps(
+        {
+            "exit_code": code if code >= 0 else 128 - code,
+            "timed_out": timed_out,
+            "duration_s": duration,
+            "stdout_len": len(stdout),
+            "stderr_len": len(stderr),
+        }
+    ).encode()
     reply.sendall(struct.pack("!I", len(header)) + header + stdout + stderr)
 
 
@@ -261,7 +281,8 @@ def main() -> None:
         os._exit(1)
     try:
         cfg = recv(ctl)
-        cfg["cap_last"] = int(open("/proc/sys/kernel/cap_last_cap").read())
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            cfg["cap_last"] = int(f.read())
         flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
         if not cfg["network"]:
             flags |= CLONE_NEWNET

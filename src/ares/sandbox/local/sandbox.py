@@ -94,7 +94,8 @@ class LocalSandbox:
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         host_end.setblocking(False)
         self._ctl = host_end
-        with child_end, open(self._dir / "init.log", "wb") as log:
+        # Opening a fresh local file is not I/O bound; doing it inline keeps start-up fast.
+        with child_end, open(self._dir / "init.log", "wb") as log:  # noqa: ASYNC230
             self._proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", "-S", INIT_SCRIPT, str(child_end.fileno()),
                 pass_fds=(child_end.fileno(),), env={}, stdin=asyncio.subprocess.DEVNULL,
@@ -189,14 +190,20 @@ class LocalSandbox:
         return LocalSandbox(self.spec, plan=self._plan.stacked_on(self._dir / "upper"))
 
     async def _kill_processes(self) -> None:
+        """Kill pid 1 (its namespace dies with it) and let its parent reap it, then reap the parent."""
         ctl, self._ctl = self._ctl, None
         if ctl is not None:
             ctl.close()
-        for pid in self._pids:
+        victims = self._pids[:1] if len(self._pids) > 1 else self._pids
+        for pid in victims:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError):
+            try:
+                await asyncio.wait_for(self._proc.wait(), 5.0)
+            except TimeoutError:
+                with contextlib.suppress(OSError):
+                    os.kill(self._proc.pid, signal.SIGKILL)
                 await self._proc.wait()
             self._proc = None
         self._crashed = self._crashed or "the sandbox was stopped"
@@ -321,7 +328,7 @@ class LocalSandbox:
 
     # ------------------------------------------------------------------ files
     async def upload(self, src: Path | FileMap, dest: str) -> None:
-        if isinstance(src, Path) and src.is_file():
+        if isinstance(src, Path) and await asyncio.to_thread(src.is_file):
             target = PurePosixPath(dest)
             archive = await asyncio.to_thread(tar_files, src, target.name)
             directory = str(target.parent)

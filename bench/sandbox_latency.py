@@ -1,0 +1,104 @@
+"""Local sandbox latency: start/stop time and exec round trip of ``true`` against plain spawns.
+
+The sandbox runs every command as ``bash -c CMD`` inside its namespaces, so the fair floor is a
+host ``bash -c true``; a bare ``true`` spawn is reported too as the absolute floor.
+Targets: exec p50 within 3x of the plain subprocess spawn; start p50 <= 50 ms.
+
+    .venv/bin/python bench/sandbox_latency.py [--starts 30] [--execs 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import time
+from typing import Any
+
+from _common import machine_info, summarize_ms
+
+from ares.sandbox.local.sandbox import LocalSandbox
+
+
+def spawn_baseline(argv: list[str], n: int) -> list[float]:
+    for _ in range(5):  # warm the page cache and the allocator
+        subprocess.run(argv, check=True)
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True)
+        samples.append(time.perf_counter() - t0)
+    return samples
+
+
+async def sandbox_figures(starts: int, execs: int) -> dict[str, Any]:
+    # The first start in a process also builds the host base layers; report it apart.
+    cold = LocalSandbox()
+    t0 = time.perf_counter()
+    await cold.start()
+    cold_start = time.perf_counter() - t0
+    await cold.stop()
+
+    start_s, stop_s = [], []
+    for _ in range(starts):
+        sb = LocalSandbox()
+        t0 = time.perf_counter()
+        await sb.start()
+        t1 = time.perf_counter()
+        await sb.exec("true")  # proves it was ready; not timed
+        t2 = time.perf_counter()
+        await sb.stop()
+        stop_s.append(time.perf_counter() - t2)
+        start_s.append(t1 - t0)
+
+    sb = LocalSandbox()
+    await sb.start()
+    try:
+        for _ in range(10):
+            await sb.exec("true")
+        exec_s = []
+        for _ in range(execs):
+            t0 = time.perf_counter()
+            result = await sb.exec("true")
+            exec_s.append(time.perf_counter() - t0)
+            assert result.exit_code == 0
+    finally:
+        await sb.stop()
+    return {
+        "cold_first_start_ms": round(cold_start * 1e3, 3),
+        "start": summarize_ms(start_s),
+        "stop": summarize_ms(stop_s),
+        "exec_true": summarize_ms(exec_s),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--starts", type=int, default=30)
+    parser.add_argument("--execs", type=int, default=300)
+    args = parser.parse_args()
+
+    figures = asyncio.run(sandbox_figures(args.starts, args.execs))
+    plain = summarize_ms(spawn_baseline(["true"], args.execs))
+    bash = summarize_ms(spawn_baseline(["bash", "-c", "true"], args.execs))
+    exec_p50 = figures["exec_true"]["p50_ms"]
+    start_p50 = figures["start"]["p50_ms"]
+    out = {
+        "bench": "sandbox_latency",
+        "machine": machine_info(),
+        **figures,
+        "baseline_subprocess_true": plain,
+        "baseline_subprocess_bash_c_true": bash,
+        "exec_p50_ratio_to_plain_spawn": round(exec_p50 / plain["p50_ms"], 2),
+        "exec_p50_ratio_to_bash_c_spawn": round(exec_p50 / bash["p50_ms"], 2),
+        "targets": {
+            "exec_p50_within_3x_plain_spawn": exec_p50 <= 3 * plain["p50_ms"],
+            "start_p50_le_50ms": start_p50 <= 50.0,
+        },
+    }
+    print(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

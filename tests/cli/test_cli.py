@@ -1,0 +1,60 @@
+"""The `ares` command as a user runs it: a real subprocess of the installed entry point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def ares(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("ares", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "ares.cli.main"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=300)
+
+
+def test_presets_lists_humaneval_and_harbor() -> None:
+    result = ares("presets")
+    assert result.returncode == 0
+    assert "humaneval" in result.stdout and "harbor" in result.stdout
+
+
+def test_run_writes_results_and_summary(tmp_path: Path) -> None:
+    result = ares("run", "humaneval", "--policy", "oracle", "--tasks", "0:4", "-c", "2", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    for label in ("mean reward", "pass rate", "p50 step latency", "wall time", "statuses"):
+        assert label in result.stdout
+    episodes = sorted((tmp_path / "episodes").glob("*.json"))
+    assert [json.loads(p.read_text())["task_id"] for p in episodes] == [f"humaneval_{i}" for i in range(4)]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["episodes"] == 4 and summary["pass_rate"] == 1.0 and summary["statuses"] == {"finished": 4}
+
+
+def test_null_policy_on_harbor_fixture(tmp_path: Path) -> None:
+    result = ares("run", "harbor", "--path", str(FIXTURES / "harbor"), "-p", "null", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["episodes"] == 3 and summary["mean_reward"] == 0.0
+
+
+def test_scripted_policy_from_jsonl(tmp_path: Path) -> None:
+    script = tmp_path / "script.jsonl"
+    lines = [{"content": "```bash\necho hello > /workspace/out.txt\n```"}, {"content": "```bash\necho ARES_SUBMIT\n```"}]
+    script.write_text("\n".join(json.dumps(x) for x in lines))
+    result = ares("run", "humaneval", "-p", "scripted", "--script", str(script), "--tasks", "0", "--out", str(tmp_path / "o"))
+    assert result.returncode == 0, result.stderr
+    record = json.loads(next((tmp_path / "o" / "episodes").glob("*.json")).read_text())
+    assert record["steps"] == 2 and record["status"] == "finished" and record["reward"] == 0.0
+
+
+def test_unknown_preset_policy_and_broken_dir_exit_2_with_one_line(tmp_path: Path) -> None:
+    for args in (["run", "nope"], ["run", "humaneval", "-p", "nope"],
+                 ["run", "harbor", "--path", str(FIXTURES / "harbor_broken" / "bad-toml")]):
+        result = ares(*args)
+        assert result.returncode == 2
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        assert result.stderr.startswith("error:")

@@ -1,0 +1,183 @@
+"""The local sandbox against the real kernel: namespaces, overlayfs, timeouts, isolation, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from ares.errors import SandboxCrashedError, SandboxError
+from ares.sandbox import SandboxSpec
+from ares.sandbox.local import LocalSandbox
+
+COUNT_SLEEPERS = "grep -lx 'sleep' /proc/[0-9]*/comm 2>/dev/null | wc -l"
+
+
+@pytest.fixture
+async def sandbox():
+    sb = LocalSandbox()
+    await sb.start()
+    yield sb
+    await sb.stop()
+
+
+def host_processes_with(needle: str) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+            except OSError:
+                continue
+            if needle.encode() in cmdline:
+                pids.append(int(entry))
+    return pids
+
+
+async def test_exec_reports_output_exit_code_and_duration(sandbox: LocalSandbox) -> None:
+    result = await sandbox.exec("echo out; echo err >&2; exit 3")
+    assert (result.stdout, result.stderr, result.exit_code, result.timed_out) == ("out\n", "err\n", 3, False)
+    assert result.duration_s > 0
+
+
+async def test_exec_cwd_env_and_stdin(sandbox: LocalSandbox) -> None:
+    assert (await sandbox.exec("pwd")).stdout == "/workspace\n"
+    assert (await sandbox.exec("pwd", cwd="/tmp")).stdout == "/tmp\n"
+    assert (await sandbox.exec("echo $GREETING", env={"GREETING": "hi"})).stdout == "hi\n"
+    assert (await sandbox.exec("tr a-z A-Z", stdin=b"shout")).stdout == "SHOUT"
+    missing = await sandbox.exec("true", cwd="/does/not/exist")
+    assert missing.exit_code != 0 and "/does/not/exist" in missing.stderr
+
+
+async def test_timeout_kills_sleep_and_its_children(sandbox: LocalSandbox) -> None:
+    result = await sandbox.exec("sleep 1000 & (sleep 1000 &) ; sleep 1000", timeout_s=0.5)
+    assert result.timed_out
+    assert result.exit_code == 137
+    assert (await sandbox.exec(COUNT_SLEEPERS)).stdout.strip() == "0"
+    assert host_processes_with("sleep 1000") == []
+
+
+async def test_background_process_survives_between_execs(sandbox: LocalSandbox) -> None:
+    started = await sandbox.exec("sleep 1234 > /dev/null 2>&1 & echo $!")
+    assert started.ok
+    pid = started.stdout.strip()
+    seen = await sandbox.exec(f"cat /proc/{pid}/cmdline | tr '\\0' ' '")
+    assert seen.stdout.strip() == "sleep 1234"
+
+
+async def test_background_output_does_not_block_exec(sandbox: LocalSandbox) -> None:
+    result = await asyncio.wait_for(sandbox.exec("(sleep 3; echo late) & echo now", timeout_s=10), 2.5)
+    assert result.stdout == "now\n"
+
+
+async def test_host_environment_and_home_dirs_are_invisible(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARES_TEST_SECRET", "hunter2")
+    async with LocalSandbox() as sb:
+        env = await sb.exec("env")
+        assert "hunter2" not in env.stdout and "ARES_TEST_SECRET" not in env.stdout
+        listing = await sb.exec("ls -A /root /home /tmp")
+        assert listing.stdout.split() == ["/home:", "/root:", "/tmp:"]
+        project = Path(__file__).resolve().parents[2]
+        assert (await sb.exec(f"ls {project}")).exit_code != 0
+        assert (await sb.exec("cat /etc/shadow")).stdout == ""
+        assert (await sb.exec(f"ls {Path.home()}")).stdout == ""
+
+
+async def test_network_is_off_unless_asked() -> None:
+    probe = "python3 -c \"import socket; socket.create_connection(('10.255.255.1', 80), timeout=1)\""
+    async with LocalSandbox() as sb:
+        interfaces = (await sb.exec("tail -n +3 /proc/net/dev | cut -d: -f1")).stdout.split()
+        assert interfaces == ["lo"]
+        result = await sb.exec(probe)
+        assert result.exit_code != 0 and "unreachable" in result.stderr.lower()
+        assert (await sb.exec("python3 -m http.server 8765 >/dev/null 2>&1 & sleep 0.5; "
+                              "python3 -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:8765')\"")).ok
+    async with LocalSandbox(SandboxSpec(network=True)) as sb:
+        interfaces = (await sb.exec("tail -n +3 /proc/net/dev | cut -d: -f1")).stdout.split()
+        assert len(interfaces) > 1
+
+
+async def test_sandbox_root_has_no_host_privileges(sandbox: LocalSandbox) -> None:
+    assert (await sandbox.exec("mount -t tmpfs none /mnt")).exit_code != 0
+    assert (await sandbox.exec("kill -9 1; sleep 0.1; echo alive")).stdout.strip().endswith("alive")
+    assert (await sandbox.exec("echo ok")).ok
+    assert (await sandbox.exec("cat /proc/1/environ")).exit_code != 0
+
+
+async def test_writes_land_in_the_upper_dir_only(sandbox: LocalSandbox) -> None:
+    assert (await sandbox.exec("echo new > /usr/ares-probe && rm /etc/hostname && mkdir -p /opt/x")).ok
+    assert not Path("/usr/ares-probe").exists()
+    assert Path("/etc/hostname").exists() or not Path("/etc").exists()
+    assert (sandbox.diff_dir / "usr" / "ares-probe").read_text() == "new\n"
+
+
+async def test_upload_download_and_read_file(sandbox: LocalSandbox, tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    (src / "nested").mkdir(parents=True)
+    (src / "nested" / "a.txt").write_text("alpha")
+    (src / "b.bin").write_bytes(bytes(range(256)))
+    await sandbox.upload(src, "/workspace/tree")
+    await sandbox.upload({"x/y.txt": "why", "run.sh": "echo hi"}, "/workspace/mem")
+    single = tmp_path / "single.txt"
+    single.write_text("one file")
+    await sandbox.upload(single, "/opt/renamed.txt")
+    assert await sandbox.read_file("/workspace/tree/nested/a.txt") == b"alpha"
+    assert await sandbox.read_file("/workspace/mem/x/y.txt") == b"why"
+    assert await sandbox.read_file("/opt/renamed.txt") == b"one file"
+    assert (await sandbox.exec("bash /workspace/mem/run.sh")).stdout == "hi\n"
+    await sandbox.download("/workspace/tree", tmp_path / "back")
+    assert (tmp_path / "back" / "b.bin").read_bytes() == bytes(range(256))
+    await sandbox.download("/workspace/tree/nested/a.txt", tmp_path / "a-copy.txt")
+    assert (tmp_path / "a-copy.txt").read_text() == "alpha"
+    with pytest.raises(SandboxError, match="no-such-file"):
+        await sandbox.read_file("/no-such-file")
+
+
+async def test_stop_leaves_no_process_mount_or_dir() -> None:
+    sb = LocalSandbox()
+    await sb.start()
+    await sb.exec("sleep 4321 > /dev/null 2>&1 &")
+    pids = list(sb._pids)
+    state_dir = sb.diff_dir.parent
+    await sb.stop()
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    assert host_processes_with("sleep 4321") == []
+    assert not state_dir.exists()
+    mounts = [Path(f"/proc/{p}/mountinfo") for p in os.listdir("/proc") if p.isdigit()]
+    for info in mounts:
+        try:
+            assert str(state_dir) not in info.read_text()
+        except OSError:
+            continue
+    await sb.stop()  # idempotent
+
+
+async def test_crashed_sandbox_gives_a_clear_error() -> None:
+    sb = LocalSandbox()
+    await sb.start()
+    os.kill(sb._pids[0], 9)
+    with pytest.raises(SandboxCrashedError, match="died|gone"):
+        await sb.exec("true")
+    with pytest.raises(SandboxError):
+        await sb.exec("true")
+    await sb.stop()
+
+
+async def test_concurrent_execs_do_not_mix_outputs(sandbox: LocalSandbox) -> None:
+    results = await asyncio.gather(*(sandbox.exec(f"sleep 0.0{i % 5}; echo {i}") for i in range(20)))
+    assert [r.stdout for r in results] == [f"{i}\n" for i in range(20)]
+
+
+async def test_frozen_fork_sees_the_diff_but_no_processes(sandbox: LocalSandbox) -> None:
+    await sandbox.exec("echo kept > /workspace/file; sleep 999 > /dev/null 2>&1 &")
+    fork = await sandbox.fork_frozen()
+    async with fork:
+        assert await fork.read_file("/workspace/file") == b"kept\n"
+        assert (await fork.exec(COUNT_SLEEPERS)).stdout.strip() == "0"
+        assert (await fork.exec("echo more > /workspace/file")).ok
+    with pytest.raises(SandboxError):
+        await sandbox.exec("true")
