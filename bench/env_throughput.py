@@ -13,7 +13,7 @@ Phases (each in a fresh subprocess, so heap and gc state of one cannot skew the 
 Targets: >= 50,000 steps/s for one env, >= 30,000 aggregate at 1,000 envs, <= 10 KiB per idle env.
 
     .venv/bin/python bench/env_throughput.py [--single-steps 100000] [--episode-steps 10000]
-        [--envs 1000] [--concurrent-steps 200] [--phase NAME]
+        [--envs 1000] [--concurrent-steps 200] [--concurrent-episodes 2] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from types import TracebackType
 from typing import Any, Self
 
 from _common import machine_info
-
 from ares.core.status import EpisodeStatus
 from ares.envs.code_env import CodeEnvironment
 from ares.llm.interceptor import LLMClient
@@ -159,14 +158,16 @@ class GcWatch:
     def __exit__(self, *exc: object) -> None:
         gc.callbacks.remove(self._callback)
         self.after = gc.get_stats()
+        self.frozen = gc.get_freeze_count()
 
     def report(self) -> dict[str, Any]:
+        pairs = list(zip(self.after, self._before, strict=True))
         return {
-            "collections_per_gen": [a["collections"] - b["collections"] for a, b in zip(self.after, self._before, strict=True)],
-            "collected_per_gen": [a["collected"] - b["collected"] for a, b in zip(self.after, self._before, strict=True)],
+            "collections_per_gen": [a["collections"] - b["collections"] for a, b in pairs],
+            "collected_per_gen": [a["collected"] - b["collected"] for a, b in pairs],
             "pause_total_ms": round(self.pause_s * 1e3, 2),
             "pause_max_ms": round(self.max_pause_s * 1e3, 3),
-            "frozen_objects": gc.get_freeze_count(),
+            "frozen_objects": self.frozen,
         }
 
 
@@ -201,7 +202,8 @@ async def phase_single(total_steps: int, episode_steps: int) -> dict[str, Any]:
     }
 
 
-async def phase_concurrent(n_envs: int, episode_steps: int, freeze: bool) -> dict[str, Any]:
+async def phase_concurrent(n_envs: int, episode_steps: int, episodes: int, freeze: bool) -> dict[str, Any]:
+    """Every env is reset before the clock starts; later resets (episodes > 1) are timed."""
     envs = [make_env(episode_steps) for _ in range(n_envs)]
     go = asyncio.Event()
     first: list[Any] = [None] * n_envs
@@ -217,10 +219,13 @@ async def phase_concurrent(n_envs: int, episode_steps: int, freeze: bool) -> dic
             all_ready.set()
         await go.wait()
         ts, steps = first[i], 0
-        while not ts.last():
-            ts = await env.step(await policy.act(ts.observation))
-        assert env.episode is not None and env.episode.status is EpisodeStatus.FINISHED
-        steps += env.episode.steps
+        for episode in range(episodes):
+            if episode:
+                ts = await env.reset()
+            while not ts.last():
+                ts = await env.step(await policy.act(ts.observation))
+            assert env.episode is not None and env.episode.status is EpisodeStatus.FINISHED
+            steps += env.episode.steps
         return steps
 
     tasks = [asyncio.create_task(worker(i)) for i in range(n_envs)]
@@ -240,7 +245,8 @@ async def phase_concurrent(n_envs: int, episode_steps: int, freeze: bool) -> dic
         await env.close()
     return {
         "envs": n_envs,
-        "steps_per_env": episode_steps,
+        "episode_steps": episode_steps,
+        "episodes_per_env": episodes,
         "steps": steps,
         "gc_freeze_after_reset": freeze,
         "seconds": round(elapsed, 4),
@@ -304,7 +310,10 @@ def run_phase(args: argparse.Namespace) -> dict[str, Any]:
     if args.phase == "single":
         return asyncio.run(phase_single(args.single_steps, args.episode_steps))
     if args.phase in ("concurrent", "concurrent_frozen"):
-        return asyncio.run(phase_concurrent(args.envs, args.concurrent_steps, args.phase == "concurrent_frozen"))
+        freeze = args.phase == "concurrent_frozen"
+        return asyncio.run(
+            phase_concurrent(args.envs, args.concurrent_steps, args.concurrent_episodes, freeze)
+        )
     if args.phase == "memory":
         return asyncio.run(phase_memory(args.envs))
     raise SystemExit(f"unknown phase {args.phase!r}")
@@ -318,7 +327,8 @@ def main() -> None:
     parser.add_argument("--single-steps", type=int, default=100_000)
     parser.add_argument("--episode-steps", type=int, default=10_000)
     parser.add_argument("--envs", type=int, default=1000)
-    parser.add_argument("--concurrent-steps", type=int, default=200)
+    parser.add_argument("--concurrent-steps", type=int, default=200, help="episode length at N envs")
+    parser.add_argument("--concurrent-episodes", type=int, default=2, help="episodes per env at N envs")
     parser.add_argument("--repeat", type=int, default=3, help="runs per throughput phase; best is kept")
     parser.add_argument("--phase", choices=PHASES, help="run one phase in this process (internal)")
     args = parser.parse_args()
@@ -329,6 +339,7 @@ def main() -> None:
     forwarded = [
         f"--single-steps={args.single_steps}", f"--episode-steps={args.episode_steps}",
         f"--envs={args.envs}", f"--concurrent-steps={args.concurrent_steps}",
+        f"--concurrent-episodes={args.concurrent_episodes}",
     ]  # fmt: skip
     results: dict[str, Any] = {}
     for phase in PHASES:

@@ -17,7 +17,6 @@ import time
 from typing import Any
 
 from _common import machine_info, summarize_ms
-
 from ares.sandbox.local.sandbox import LocalSandbox
 
 
@@ -29,6 +28,18 @@ def spawn_baseline(argv: list[str], n: int) -> list[float]:
         t0 = time.perf_counter()
         subprocess.run(argv, check=True)
         samples.append(time.perf_counter() - t0)
+    return samples
+
+
+async def async_spawn_baseline(n: int) -> list[float]:
+    """What an unsandboxed async agent pays: asyncio.create_subprocess_exec of bash -c true."""
+    samples = []
+    for i in range(n + 5):
+        t0 = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec("bash", "-c", "true")
+        await proc.wait()
+        if i >= 5:
+            samples.append(time.perf_counter() - t0)
     return samples
 
 
@@ -57,11 +68,12 @@ async def sandbox_figures(starts: int, execs: int) -> dict[str, Any]:
     try:
         for _ in range(10):
             await sb.exec("true")
-        exec_s = []
+        exec_s, inner_s = [], []
         for _ in range(execs):
             t0 = time.perf_counter()
             result = await sb.exec("true")
             exec_s.append(time.perf_counter() - t0)
+            inner_s.append(result.duration_s)
             assert result.exit_code == 0
     finally:
         await sb.stop()
@@ -70,6 +82,10 @@ async def sandbox_figures(starts: int, execs: int) -> dict[str, Any]:
         "start": summarize_ms(start_s),
         "stop": summarize_ms(stop_s),
         "exec_true": summarize_ms(exec_s),
+        # Measured by the in-sandbox shepherd: spawn and wait of `bash -c true` alone; the rest
+        # of the round trip is transport (host <-> init <-> shepherd) and event-loop hops.
+        "exec_true_in_sandbox_duration": summarize_ms(inner_s),
+        "baseline_asyncio_bash_c_true": summarize_ms(await async_spawn_baseline(execs)),
     }
 
 

@@ -24,7 +24,9 @@ def test_presets_lists_humaneval_and_harbor() -> None:
 
 
 def test_run_writes_results_and_summary(tmp_path: Path) -> None:
-    result = ares("run", "humaneval", "--policy", "oracle", "--tasks", "0:4", "-c", "2", "--out", str(tmp_path))
+    result = ares(
+        "run", "humaneval", "--policy", "oracle", "--tasks", "0:4", "-c", "2", "--out", str(tmp_path)
+    )
     assert result.returncode == 0, result.stderr
     for label in ("mean reward", "pass rate", "p50 step latency", "wall time", "statuses"):
         assert label in result.stdout
@@ -43,17 +45,34 @@ def test_null_policy_on_harbor_fixture(tmp_path: Path) -> None:
 
 def test_scripted_policy_from_jsonl(tmp_path: Path) -> None:
     script = tmp_path / "script.jsonl"
-    lines = [{"content": "```bash\necho hello > /workspace/out.txt\n```"}, {"content": "```bash\necho ARES_SUBMIT\n```"}]
+    lines = [
+        {"content": "```bash\necho hello > /workspace/out.txt\n```"},
+        {"content": "```bash\necho ARES_SUBMIT\n```"},
+    ]
     script.write_text("\n".join(json.dumps(x) for x in lines))
-    result = ares("run", "humaneval", "-p", "scripted", "--script", str(script), "--tasks", "0", "--out", str(tmp_path / "o"))
+    result = ares(
+        "run",
+        "humaneval",
+        "-p",
+        "scripted",
+        "--script",
+        str(script),
+        "--tasks",
+        "0",
+        "--out",
+        str(tmp_path / "o"),
+    )
     assert result.returncode == 0, result.stderr
     record = json.loads(next((tmp_path / "o" / "episodes").glob("*.json")).read_text())
     assert record["steps"] == 2 and record["status"] == "finished" and record["reward"] == 0.0
 
 
 def test_unknown_preset_policy_and_broken_dir_exit_2_with_one_line(tmp_path: Path) -> None:
-    for args in (["run", "nope"], ["run", "humaneval", "-p", "nope"],
-                 ["run", "harbor", "--path", str(FIXTURES / "harbor_broken" / "bad-toml")]):
+    for args in (
+        ["run", "nope"],
+        ["run", "humaneval", "-p", "nope"],
+        ["run", "harbor", "--path", str(FIXTURES / "harbor_broken" / "bad-toml")],
+    ):
         result = ares(*args)
         assert result.returncode == 2
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr

@@ -88,7 +88,9 @@ async def test_step_limit_truncates_with_discount_one() -> None:
 async def test_time_limit_truncates() -> None:
     task = ares.load_humaneval()[0]
     slow = Task(**{**task.__dict__, "agent_timeout_s": 1.0, "command_timeout_s": 30.0})
-    env = CodeEnvironment([slow], agent_factory=ares.registry.BashAgentFactory(), sandbox_factory=LocalSandbox)
+    env = CodeEnvironment(
+        [slow], agent_factory=ares.registry.BashAgentFactory(), sandbox_factory=LocalSandbox
+    )
     async with env:
         await env.reset()
         ts = await env.step(FMT.command("sleep 20"))
@@ -114,7 +116,9 @@ class CrashingAgentFactory:
 
 
 async def test_agent_crash_ends_errored_with_the_error_kept() -> None:
-    env = CodeEnvironment(ares.load_humaneval()[:1], agent_factory=CrashingAgentFactory(), sandbox_factory=LocalSandbox)
+    env = CodeEnvironment(
+        ares.load_humaneval()[:1], agent_factory=CrashingAgentFactory(), sandbox_factory=LocalSandbox
+    )
     async with env:
         await env.reset()
         ts = await env.step(LLMResponse(content="anything"))
@@ -191,7 +195,9 @@ def harbor_env(tmp_path: Path, test_sh: str) -> CodeEnvironment:
         ("mkdir -p /logs/verifier && echo much > /logs/verifier/reward.txt", "one number"),
     ],
 )
-async def test_unusable_rewards_end_errored_never_silent_zero(tmp_path: Path, test_sh: str, reason: str) -> None:
+async def test_unusable_rewards_end_errored_never_silent_zero(
+    tmp_path: Path, test_sh: str, reason: str
+) -> None:
     env = harbor_env(tmp_path, test_sh)
     async with env:
         ts = await play_script(env, [])
@@ -204,7 +210,7 @@ async def test_reward_json_wins_over_txt(tmp_path: Path) -> None:
     env = harbor_env(
         tmp_path,
         "mkdir -p /logs/verifier && echo 0.0 > /logs/verifier/reward.txt && "
-        "echo '{\"correct\": 0.5, \"style\": 0.25}' > /logs/verifier/reward.json",
+        'echo \'{"correct": 0.5, "style": 0.25}\' > /logs/verifier/reward.json',
     )
     async with env:
         ts = await play_script(env, [])

@@ -92,8 +92,12 @@ async def test_network_is_off_unless_asked() -> None:
         assert interfaces == ["lo"]
         result = await sb.exec(probe)
         assert result.exit_code != 0 and "unreachable" in result.stderr.lower()
-        assert (await sb.exec("python3 -m http.server 8765 >/dev/null 2>&1 & sleep 0.5; "
-                              "python3 -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:8765')\"")).ok
+        assert (
+            await sb.exec(
+                "python3 -m http.server 8765 >/dev/null 2>&1 & sleep 0.5; "
+                "python3 -c \"import urllib.request as u; u.urlopen('http://127.0.0.1:8765')\""
+            )
+        ).ok
     async with LocalSandbox(SandboxSpec(network=True)) as sb:
         interfaces = (await sb.exec("tail -n +3 /proc/net/dev | cut -d: -f1")).stdout.split()
         assert len(interfaces) > 1
@@ -160,7 +164,7 @@ async def test_crashed_sandbox_gives_a_clear_error() -> None:
     sb = LocalSandbox()
     await sb.start()
     os.kill(sb._pids[0], 9)
-    with pytest.raises(SandboxCrashedError, match="died|gone"):
+    with pytest.raises(SandboxCrashedError, match=r"died|gone"):
         await sb.exec("true")
     with pytest.raises(SandboxError):
         await sb.exec("true")

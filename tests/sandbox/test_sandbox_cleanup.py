@@ -100,16 +100,18 @@ UNPRIVILEGED = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root to drop to nobody")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv") or not Path("/usr/bin/python3").exists(),
+    reason="needs root (to drop to nobody), setpriv and /usr/bin/python3",
+)
 def test_runs_unprivileged_with_user_namespaces() -> None:
     state = Path(tempfile.mkdtemp(prefix="ares-unpriv-"))
     os.chown(state, 65534, 65534)
     site = sysconfig.get_paths()["purelib"]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{SRC}:{site}", "ARES_SANDBOX_DIR": str(state)}
-    result = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", UNPRIVILEGED],
-        capture_output=True, text=True, env=env, timeout=60,
-    )  # fmt: skip
+    drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    cmd = [*drop, "/usr/bin/python3", "-c", UNPRIVILEGED]
+    result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
     leftovers = list(state.iterdir())
     shutil.rmtree(state)
     assert result.returncode == 0, result.stderr

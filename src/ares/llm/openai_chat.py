@@ -168,8 +168,10 @@ def _tool_calls(v: object, where: str = "tool_calls") -> tuple[ToolCall, ...]:
 
 
 def _tool_calls_wire(calls: tuple[ToolCall, ...]) -> list[Json] | None:
-    fn = [{"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
-    return fn or None
+    wire = [
+        {"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": c.arguments}} for c in calls
+    ]
+    return wire or None
 
 
 def _message_fields(m: Message) -> Json:
