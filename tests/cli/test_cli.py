@@ -6,6 +6,8 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -77,3 +79,42 @@ def test_unknown_preset_policy_and_broken_dir_exit_2_with_one_line(tmp_path: Pat
         assert result.returncode == 2
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
         assert result.stderr.startswith("error:")
+
+
+class _FakeOpenAI(BaseHTTPRequestHandler):
+    """A loopback OpenAI-compatible endpoint whose model always submits."""
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert body["messages"][0]["role"] == "system"
+        content = "Done.\n```bash\necho ARES_SUBMIT\n```"
+        reply = {
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }  # fmt: skip
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_openai_policy_against_a_loopback_server(tmp_path: Path) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        args = ["run", "humaneval", "-p", "openai", "--base-url", url, "--model", "m", "--tasks", "0:2"]
+        result = ares(*args, "--out", str(tmp_path))
+    finally:
+        server.shutdown()
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["statuses"] == {"finished": 2} and summary["mean_reward"] == 0.0

@@ -111,9 +111,19 @@ async def _run_with_progress(
                 bar, advance=1, description=f"pass {passed}/{done}  mean reward {reward_sum / done:.3f}"
             )
 
-        return await run_episodes(
-            make_env, policy_factory, episodes=total, concurrency=concurrency, seed=seed, on_result=on_result
-        )
+        try:
+            return await run_episodes(
+                make_env,
+                policy_factory,
+                episodes=total,
+                concurrency=concurrency,
+                seed=seed,
+                on_result=on_result,
+            )
+        finally:
+            closer = getattr(policy_factory, "aclose", None)
+            if closer is not None:
+                await closer()
 
 
 def _print_summary(summary: RunSummary, out_dir: Path) -> None:
