@@ -160,12 +160,6 @@ async def test_concurrent_calls_from_one_agent_are_refused() -> None:
     first.cancel()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="interceptor bug: cancelling next_request (e.g. asyncio.wait_for timing out) cancels the "
-    "shared request future, so every later next_request raises CancelledError; fix by awaiting "
-    "asyncio.shield(waiter) and resetting the waiter only after a result was returned",
-)
 async def test_environment_timeout_on_next_request_does_not_poison_the_client() -> None:
     async def agent(llm: InterceptedLLMClient) -> str | None:
         await asyncio.sleep(0.05)
@@ -179,12 +173,6 @@ async def test_environment_timeout_on_next_request_does_not_poison_the_client() 
     assert await task == "ok"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="interceptor bug: if the agent is cancelled after asking but before the environment read "
-    "the request, next_request returns that stale request and the one after hangs (AgentFinished was "
-    "never set); fix by discarding a done request future in _on_agent_done before setting AgentFinished",
-)
 async def test_agent_cancelled_before_its_request_was_read_ends_the_episode() -> None:
     async def agent(llm: InterceptedLLMClient) -> None:
         await llm(ask("q"))

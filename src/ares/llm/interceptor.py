@@ -60,17 +60,31 @@ class InterceptedLLMClient:
         agent_task.add_done_callback(self._on_agent_done)
 
     async def next_request(self) -> LLMRequest:
-        """The agent's next request; raises AgentFinished if the watched agent task ended instead."""
+        """The agent's next request; raises AgentFinished if the watched agent task ended instead.
+
+        If the caller is cancelled while waiting (e.g. an outer timeout), the client stays usable:
+        a request the agent sends later is still delivered to the next call.
+        """
         waiter = self._request_waiter
         try:
-            return await waiter
-        finally:
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+            request = await waiter
+        except asyncio.CancelledError:
+            if waiter.cancelled() and not self._closed:
                 self._request_waiter = self._loop.create_future()
+            raise
+        self._request_waiter = self._loop.create_future()
+        return request
 
     def _on_agent_done(self, _task: asyncio.Future[object]) -> None:
-        if not self._request_waiter.done():
-            self._request_waiter.set_exception(AgentFinished())
+        if self._closed:
+            return
+        waiter = self._request_waiter
+        if waiter.done():
+            if waiter.cancelled() or waiter.exception() is not None:
+                return
+            # The agent asked and then died before the request was read: that request is stale.
+            waiter = self._request_waiter = self._loop.create_future()
+        waiter.set_exception(AgentFinished())
 
     def respond(self, response: LLMResponse) -> None:
         """Deliver the policy's response to the agent waiting on its request."""
