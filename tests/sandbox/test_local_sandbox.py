@@ -185,3 +185,12 @@ async def test_frozen_fork_sees_the_diff_but_no_processes(sandbox: LocalSandbox)
         assert (await fork.exec("echo more > /workspace/file")).ok
     with pytest.raises(SandboxError):
         await sandbox.exec("true")
+
+
+@pytest.mark.parametrize("cmd", ["env", "true", "ls /", "id -u", "no-such-command", "ls /missing", "false"])
+async def test_plain_commands_behave_as_under_bash(sandbox: LocalSandbox, cmd: str) -> None:
+    direct = await sandbox.exec(cmd)
+    shell = await sandbox.exec(f"{cmd} ;")  # the trailing ';' forces the bash path
+    assert direct.exit_code == shell.exit_code
+    assert sorted(direct.stdout.splitlines()) == sorted(shell.stdout.splitlines())
+    assert direct.stderr == shell.stderr

@@ -18,6 +18,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import select
 import signal
 import socket
@@ -51,6 +52,85 @@ RESET_SIGNALS = (
     signal.SIGQUIT,
     signal.SIGTERM,
     signal.SIGHUP,
+)
+
+# Commands made only of plain words are spawned directly, as `bash -c` itself would exec them,
+# which saves a shell start-up per command. Anything with shell syntax or a builtin goes to bash.
+PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_./:,+@%=-]+(?: [A-Za-z0-9_./:,+@%=-]+)*")
+SHELL_WORDS = frozenset(
+    [
+        "!",
+        ".",
+        ":",
+        "[",
+        "[[",
+        "{",
+        "}",
+        "alias",
+        "bg",
+        "bind",
+        "break",
+        "builtin",
+        "caller",
+        "case",
+        "cd",
+        "command",
+        "compgen",
+        "complete",
+        "continue",
+        "coproc",
+        "declare",
+        "dirs",
+        "disown",
+        "echo",
+        "enable",
+        "eval",
+        "exec",
+        "exit",
+        "export",
+        "fc",
+        "fg",
+        "for",
+        "function",
+        "getopts",
+        "hash",
+        "help",
+        "history",
+        "if",
+        "jobs",
+        "kill",
+        "let",
+        "local",
+        "logout",
+        "mapfile",
+        "popd",
+        "printf",
+        "pushd",
+        "pwd",
+        "read",
+        "readarray",
+        "readonly",
+        "return",
+        "select",
+        "set",
+        "shift",
+        "shopt",
+        "source",
+        "suspend",
+        "test",
+        "time",
+        "times",
+        "trap",
+        "type",
+        "typeset",
+        "ulimit",
+        "umask",
+        "unalias",
+        "unset",
+        "until",
+        "wait",
+        "while",
+    ]
 )
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -203,9 +283,9 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
             (os.POSIX_SPAWN_DUP2, out, 1),
             (os.POSIX_SPAWN_DUP2, err, 2),
         ]
+        path, argv, env = direct_argv(req) or (shell, [shell, "-c", req["cmd"]], req["env"])
         child = os.posix_spawn(
-            shell, [shell, "-c", req["cmd"]], req["env"],
-            file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS, setsigmask=(),
+            path, argv, env, file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS, setsigmask=(),
         )  # fmt: skip
     timed_out, status = False, 126 << 8
     if child is not None:
@@ -229,6 +309,27 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
         }
     ).encode()
     reply.sendall(struct.pack("!I", len(header)) + header + stdout + stderr)
+
+
+def direct_argv(req: dict) -> tuple[str, list[str], dict] | None:
+    """(path, argv, env) for a plain command that needs no shell, else None."""
+    cmd = req["cmd"].strip()
+    if not PLAIN_COMMAND.fullmatch(cmd):
+        return None
+    argv = cmd.split(" ")
+    name = argv[0]
+    if name in SHELL_WORDS or "=" in name or name.startswith("-"):
+        return None
+    dirs = [""] if "/" in name else req["env"].get("PATH", "").split(":")
+    for directory in dirs:
+        path = os.path.join(directory, name) if directory else name
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            env = req["env"]
+            # What bash exports to a command it execs in place (it undoes its own SHLVL bump).
+            shlvl = env.get("SHLVL", "0")
+            extra = {"PWD": req["cwd"], "SHLVL": shlvl if shlvl.isdigit() else "0", "_": path}
+            return path, argv, {**env, **extra}
+    return None
 
 
 def fork_shepherd(ctl: socket.socket, shell: str) -> socket.socket:
