@@ -57,81 +57,14 @@ RESET_SIGNALS = (
 # Commands made only of plain words are spawned directly, as `bash -c` itself would exec them,
 # which saves a shell start-up per command. Anything with shell syntax or a builtin goes to bash.
 PLAIN_COMMAND = re.compile(r"[A-Za-z0-9_./:,+@%=-]+(?: [A-Za-z0-9_./:,+@%=-]+)*")
-SHELL_WORDS = frozenset(
-    [
-        "!",
-        ".",
-        ":",
-        "[",
-        "[[",
-        "{",
-        "}",
-        "alias",
-        "bg",
-        "bind",
-        "break",
-        "builtin",
-        "caller",
-        "case",
-        "cd",
-        "command",
-        "compgen",
-        "complete",
-        "continue",
-        "coproc",
-        "declare",
-        "dirs",
-        "disown",
-        "echo",
-        "enable",
-        "eval",
-        "exec",
-        "exit",
-        "export",
-        "fc",
-        "fg",
-        "for",
-        "function",
-        "getopts",
-        "hash",
-        "help",
-        "history",
-        "if",
-        "jobs",
-        "kill",
-        "let",
-        "local",
-        "logout",
-        "mapfile",
-        "popd",
-        "printf",
-        "pushd",
-        "pwd",
-        "read",
-        "readarray",
-        "readonly",
-        "return",
-        "select",
-        "set",
-        "shift",
-        "shopt",
-        "source",
-        "suspend",
-        "test",
-        "time",
-        "times",
-        "trap",
-        "type",
-        "typeset",
-        "ulimit",
-        "umask",
-        "unalias",
-        "unset",
-        "until",
-        "wait",
-        "while",
-    ]
+_SHELL_WORD_TEXT = (
+    "! . : [ [[ { } alias bg bind break builtin caller case cd command compgen complete continue coproc "
+    "declare dirs disown echo enable eval exec exit export fc fg for function getopts hash help "
+    "history if jobs kill let local logout mapfile popd printf pushd pwd read readarray readonly return "
+    "select set shift shopt source suspend test time times trap type typeset ulimit umask unalias unset "
+    "until wait while"
 )
+SHELL_WORDS = frozenset(_SHELL_WORD_TEXT.split())
 
 libc = ctypes.CDLL(None, use_errno=True)
 
