@@ -72,11 +72,6 @@ def unregister(sandbox_id: str) -> None:
         _live.pop(sandbox_id, None)
 
 
-def live_count() -> int:
-    with _lock:
-        return len(_live)
-
-
 def kill_all() -> None:
     """Synchronously kill every registered sandbox and delete its files."""
     with _lock:
