@@ -96,6 +96,7 @@ def write_run(directory: Path) -> list[EpisodeRecord]:
             episode.episode_id, status=episode.status, ended_at=episode.ended_at,
             total_reward=episode.total_reward, metadata=dict(episode.metadata),
         )  # fmt: skip
+    collector.close()
     return episodes
 
 

@@ -151,6 +151,7 @@ def test_files_are_valid_json_after_every_event(tmp_path: Path) -> None:
         await env.reset(task=0)
         for i in range(3):
             await env.step(FMT.command(f"echo {i}"))
+            collector.flush()  # what a step queued is on disk once the writer has run
             (path,) = tmp_path.glob("*.json")
             data = json.loads(path.read_text())
             assert data["status"] == "running" and len(data["steps"]) == i + 2

@@ -117,6 +117,7 @@ def write_records(directory: Path, episodes: list[EpisodeRecord] | None = None) 
             episode.episode_id, status=episode.status, ended_at=episode.ended_at,
             total_reward=episode.total_reward, error=episode.error, metadata=dict(episode.metadata),
         )  # fmt: skip
+    collector.close()
     return directory
 
 

@@ -122,6 +122,7 @@ def run(
         )  # fmt: skip
         results = sorted([*earlier.values(), *results], key=lambda r: r.index)
     finally:
+        collector.close()  # whatever ended the run, the trajectories written so far are on disk
         close = getattr(sandbox_factory, "close", None)
         if callable(close):
             close()

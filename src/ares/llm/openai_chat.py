@@ -227,10 +227,11 @@ def _flag(v: object, where: str = NO_SYSTEM_PROMPT_KEY) -> bool:
     return bool(_check(v, where, "a boolean", null=True))
 
 
-def _request_fields(req: LLMRequest) -> Json:
+def _request_fields(req: LLMRequest, render: Callable[[Message], Json] | None = None) -> Json:
     head = [{"role": "system", "content": req.system_prompt}] if req.system_prompt is not None else []
     ambiguous = req.system_prompt is None and bool(req.messages) and _is_plain_system(req.messages[0])
-    fields: Json = {"messages": [*head, *(message_to_openai(m) for m in req.messages)], "model": req.model}
+    messages = [*head, *map(render or message_to_openai, req.messages)]
+    fields: Json = {"messages": messages, "model": req.model}
     fields.update({k: getattr(req.sampling, k) for k in _SAMPLING_FIELDS}, stop=_listed(req.sampling.stop))
     fields.update({"tools": [dict(t) for t in req.tools] or None, METADATA_KEY: dict(req.metadata) or None})
     fields.update(
@@ -239,9 +240,13 @@ def _request_fields(req: LLMRequest) -> Json:
     return _some(fields)
 
 
-def request_to_openai(req: LLMRequest) -> Json:
-    """The JSON body of ``POST /chat/completions`` for ``req`` (with ARES extension keys)."""
-    return _merge({**req.extra, **req.sampling.extra}, _request_fields(req))
+def request_to_openai(req: LLMRequest, *, render_message: Callable[[Message], Json] | None = None) -> Json:
+    """The JSON body of ``POST /chat/completions`` for ``req`` (with ARES extension keys).
+
+    ``render_message`` replaces ``message_to_openai`` for each message, e.g. with a cache: messages
+    are immutable and consecutive requests of an episode share most of them.
+    """
+    return _merge({**req.extra, **req.sampling.extra}, _request_fields(req, render_message))
 
 
 def request_from_openai(body: Mapping[str, Any]) -> LLMRequest:

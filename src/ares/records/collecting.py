@@ -16,6 +16,7 @@ CodeEnvironment's commands with exit codes and durations; outputs too at "full")
 from __future__ import annotations
 
 import asyncio
+import copy
 import secrets
 import time
 import traceback
@@ -24,10 +25,10 @@ from typing import Any, Literal
 
 from ares.core.environment import Environment, Wrapper
 from ares.core.timestep import StepType, TimeStep
-from ares.llm.openai_chat import message_to_openai, response_to_openai
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.records.collectors import NullCollector, TrajectoryCollector
 from ares.records.model import EpisodeRecord, ErrorRecord, StepRecord, jsonable
+from ares.records.trace import StepTrace
 
 TraceLevel = Literal["off", "basic", "full"]
 
@@ -51,6 +52,10 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         self._env_info = dict(env_info or {})
         # Nothing to record and no traces: forward untouched, so "off" costs what a plain wrapper does.
         self._passthrough = isinstance(self.collector, NullCollector) and trace == "off"
+        # Looked up once: the hot path only follows references.
+        self._inner = self.unwrapped
+        drain = getattr(self._inner, "drain_commands", None)
+        self._drain_commands = drain if callable(drain) else None
         self._episode_id: str | None = None
         self._index = 0
         self._total = 0.0
@@ -100,7 +105,7 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         if ts.step_type is StepType.LAST and self._episode_id is not None:
             # The environment's own verdict (e.g. a CodeEnvironment's "errored" after an agent crash)
             # wins; otherwise the discount tells a cut (1.0) from a natural end.
-            inner_status = str(getattr(getattr(self.unwrapped, "episode", None), "status", "") or "")
+            inner_status = str(getattr(getattr(self._inner, "episode", None), "status", "") or "")
             natural = "truncated" if ts.discount == 1.0 else "finished"
             self._end(inner_status if inner_status not in ("", "running") else natural)
         return ts
@@ -108,11 +113,16 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
     async def close(self) -> None:
         if self._episode_id is not None:
             self._end("aborted")
-        await self.env.close()
+        try:
+            await self.env.close()
+        finally:
+            # Closing the environment makes its records durable (the collector may be shared, so it
+            # is flushed, not closed); in a thread, because a flush waits on disk writes.
+            await asyncio.to_thread(self.collector.flush)
 
     # ------------------------------------------------------------------ recording
     def _begin(self, seed: int | None, started: float) -> None:
-        inner = self.unwrapped
+        inner = self._inner
         episode = getattr(inner, "episode", None)
         task = getattr(inner, "task", None)
         self._episode_id = getattr(episode, "id", None) or secrets.token_hex(8)
@@ -129,25 +139,17 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         self.collector.begin_episode(record)
 
     def _record(self, ts: TimeStep[Any], action: Any, started: float) -> None:
+        # The hot path: only references and numbers; rendering and encoding happen in the collector.
         if self._episode_id is None:
             return
-        if ts.reward is not None:
-            self._total += ts.reward
+        reward = ts.reward
+        if reward is not None:
+            self._total += reward
             self._any_reward = True
-        trace = None
-        if self.trace_level != "off":
-            trace = self._trace(ts.observation, action, ts.reward, ts.discount)
-        step = StepRecord(
-            index=self._index,
-            step_type=ts.step_type.name,
-            observation=ts.observation,
-            action=action,
-            reward=ts.reward,
-            discount=ts.discount,
-            started_at=started,
-            ended_at=time.time(),
-            trace=trace,
-        )
+        observation = _snapshot(ts.observation)
+        trace = None if self.trace_level == "off" else self._trace(observation, action, reward, ts.discount)
+        kind, discount, ended = ts.step_type.name, ts.discount, time.time()
+        step = StepRecord(self._index, kind, observation, action, reward, discount, started, ended, trace)
         self._index += 1
         self.collector.record_step(self._episode_id, step)
 
@@ -160,35 +162,18 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         self._index += 1
         self.collector.record_step(self._episode_id, step)
 
-    def _trace(self, observation: Any, action: Any, reward: float | None, discount: float | None) -> dict:
-        inner = self.unwrapped
-        episode = getattr(inner, "episode", None)
-        terms = getattr(episode, "reward_terms", None) or {}
-        trace: dict[str, Any] = {
-            "level": self.trace_level,
-            # LLMRequest/Message are frozen, so this is the prompt as the policy saw it, whatever the
-            # environment does with its own history afterwards.
-            "prompt": _messages(observation),
-            "response": _response(action),
-            "reward": {
-                "reward": reward,
-                "discount": discount,
-                "terms": {k: float(v) for k, v in terms.items()},
-            },
-            "env_state": {},
-            "extra": {},
-        }
-        drain = getattr(inner, "drain_commands", None)
-        if callable(drain):
-            outputs = self.trace_level == "full"
-            trace["env_state"]["commands"] = [c.to_json(outputs=outputs) for c in drain()]
-        return trace
+    def _trace(self, observation: Any, action: Any, reward: float | None, discount: float | None) -> Any:
+        # Reward terms come with a reward (the verifier's breakdown); other steps have none.
+        episode = None if reward is None else getattr(self._inner, "episode", None)
+        terms = getattr(episode, "reward_terms", None)
+        commands = None if self._drain_commands is None else self._drain_commands()
+        return StepTrace(self.trace_level, observation, action, reward, discount, terms, commands)
 
     def _end(self, status: str, error: BaseException | None = None) -> None:
         episode_id, self._episode_id = self._episode_id, None
         if episode_id is None:
             return
-        inner = self.unwrapped
+        inner = self._inner
         env_episode = getattr(inner, "episode", None)
         summary = env_episode.to_dict() if hasattr(env_episode, "to_dict") else None
         error_record = None
@@ -208,17 +193,11 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         )
 
 
-def _messages(observation: Any) -> list[dict[str, Any]] | None:
-    if not isinstance(observation, LLMRequest):
-        return None
-    messages = [message_to_openai(m) for m in observation.messages]
-    if observation.system_prompt:
-        messages.insert(0, {"role": "system", "content": observation.system_prompt})
-    return messages
+_IMMUTABLE = (LLMRequest, LLMResponse, str, int, float, bool, bytes, type(None))
 
 
-def _response(action: Any) -> dict[str, Any] | None:
-    if not isinstance(action, LLMResponse):
-        return None
-    choices = response_to_openai(action).get("choices") or [{}]
-    return dict(choices[0].get("message") or {})
+def _snapshot(observation: Any) -> Any:
+    """The observation as of now: immutable ones by reference, others copied (writers run later)."""
+    if isinstance(observation, _IMMUTABLE):
+        return observation
+    return copy.deepcopy(observation)

@@ -1,27 +1,31 @@
-"""Where episode records go. Every write is durable and atomic, so a crash loses nothing recorded.
+"""Where episode records go. Files are always valid (atomic replace or whole-line appends).
 
 - ``NullCollector``: records nothing (the default, so wrappers never branch on "no collector").
-- ``JsonDirCollector``: ``DIR/<episode_id>.json``, replaced atomically (temp file + rename) after every
-  event, so the file is always a complete, valid record of the episode so far; fsync'd at the end.
-- ``JsonlCollector``: one append-only file of events (``begin``, ``step``, ``end`` lines, each
-  flushed and fsync'd); ``load_episodes`` folds them back into episodes.
+- ``JsonDirCollector``: ``DIR/<episode_id>.json``, replaced atomically (temp file + rename), so the
+  file is always a complete, valid record of the episode so far.
+- ``JsonlCollector``: one append-only file of events (``begin``, ``step``, ``end`` lines);
+  ``load_episodes`` folds them back into episodes.
+
+Both file collectors do their encoding and I/O on a background writer thread (``writer.py``): a
+step costs the caller a queue append, and the event loop never blocks on a disk. ``flush()`` makes
+everything recorded so far durable; ``close()`` (also run at interpreter exit) flushes and stops.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
-import threading
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
+from ares.records.encoding import JsonFragments, dumps, step_json_text
 from ares.records.model import FORMAT, EpisodeRecord, ErrorRecord, StepRecord
+from ares.records.writer import BackgroundWriter
 
 
 class TrajectoryCollector(Protocol):
-    """Receives an episode's life as it happens. Calls are cheap and synchronous (local files)."""
+    """Receives an episode's life as it happens. Calls must be cheap: they run on every step."""
 
     def begin_episode(self, episode: EpisodeRecord) -> None: ...
 
@@ -39,6 +43,14 @@ class TrajectoryCollector(Protocol):
         metadata: dict[str, Any] | None = None,
     ) -> None: ...
 
+    def flush(self) -> None:
+        """Return once everything recorded so far is stored durably."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release resources; the collector takes no more events."""
+        ...
+
 
 class NullCollector:
     """Records nothing."""
@@ -52,47 +64,87 @@ class NullCollector:
     def end_episode(self, episode_id: str, **_: Any) -> None:
         pass
 
+    def flush(self) -> None:
+        pass
 
-class JsonDirCollector:
-    """One JSON file per episode, valid after every event.
+    def close(self) -> None:
+        pass
 
-    Each event atomically replaces the file (temp file + rename), so a reader or a crash never sees a
-    torn file; steps are encoded once and cached, and the file is fsync'd when the episode ends.
+
+class _WritingCollector:
+    """The collector half shared by file collectors: events go to a background writer thread."""
+
+    def __init__(self, name: str, interval_s: float) -> None:
+        self._writer = BackgroundWriter(self._write_batch, name=name, interval_s=interval_s)
+
+    def begin_episode(self, episode: EpisodeRecord) -> None:
+        self._writer.put(("begin", episode.episode_id, episode))
+
+    def record_step(self, episode_id: str, step: StepRecord) -> None:
+        self._writer.put(("step", episode_id, step))
+
+    def end_episode(self, episode_id: str, **end: Any) -> None:
+        self._writer.put_soon(("end", episode_id, end))
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _write_batch(self, events: list[tuple[str, str, Any]], durable: bool) -> None:
+        raise NotImplementedError
+
+
+class JsonDirCollector(_WritingCollector):
+    """One JSON file per episode, valid at all times.
+
+    After each batch of events, every episode they touched has its file atomically replaced (temp
+    file + rename), so a reader or a crash never sees a torn file. Steps are encoded once and cached;
+    a file is fsync'd when its episode ends and on ``flush()``.
     """
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, interval_s: float = 0.05) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._open: dict[str, tuple[EpisodeRecord, list[str]]] = {}
-        self._lock = threading.Lock()
+        self._fragments = JsonFragments()
+        super().__init__(f"ares-records:{self.directory.name}", interval_s)
 
     def path(self, episode_id: str) -> Path:
         return self.directory / f"{episode_id}.json"
 
-    def begin_episode(self, episode: EpisodeRecord) -> None:
-        with self._lock:
-            steps = [json.dumps(step.to_json()) for step in episode.steps]
-            self._open[episode.episode_id] = (replace(episode, steps=()), steps)
-            self._write(episode.episode_id, durable=False)
-
-    def record_step(self, episode_id: str, step: StepRecord) -> None:
-        with self._lock:
-            self._open[episode_id][1].append(json.dumps(step.to_json()))
-            self._write(episode_id, durable=False)
-
-    def end_episode(self, episode_id: str, **end: Any) -> None:
-        with self._lock:
-            episode, steps = self._open[episode_id]
-            metadata = {**episode.metadata, **(end.pop("metadata", None) or {})}
-            self._open[episode_id] = (replace(episode, metadata=metadata, **end), steps)
-            self._write(episode_id, durable=True)
-            del self._open[episode_id]
+    def _write_batch(self, events: list[tuple[str, str, Any]], durable: bool) -> None:
+        touched: dict[str, bool] = {}  # episode id -> ended in this batch
+        for kind, episode_id, payload in events:
+            if kind == "begin":
+                steps = [step_json_text(step, self._fragments) for step in payload.steps]
+                self._open[episode_id] = (replace(payload, steps=()), steps)
+            elif kind == "step":
+                self._open[episode_id][1].append(step_json_text(payload, self._fragments))
+            else:
+                episode, steps = self._open[episode_id]
+                metadata = {**episode.metadata, **(payload.pop("metadata", None) or {})}
+                self._open[episode_id] = (replace(episode, metadata=metadata, **payload), steps)
+            touched[episode_id] = kind == "end"
+        if durable:
+            touched = {episode_id: touched.get(episode_id, False) for episode_id in self._open}
+        for episode_id, ended in touched.items():
+            self._write(episode_id, durable=durable or ended)
+            if ended:
+                del self._open[episode_id]
 
     def _write(self, episode_id: str, *, durable: bool) -> None:
         episode, steps = self._open[episode_id]
-        head = json.dumps(episode.to_json())
-        assert head.endswith('"steps": []}')
-        text = head[: -len("[]}")] + "[" + ", ".join(steps) + "]}"
+        head = dumps(episode.to_json())
+        assert head.endswith('"steps":[]}')
+        text = head[: -len("[]}")] + "[" + ",".join(steps) + "]}"
         target = self.path(episode_id)
         tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
         with open(tmp, "w") as f:
@@ -103,31 +155,33 @@ class JsonDirCollector:
         os.replace(tmp, target)
 
 
-class JsonlCollector:
-    """Append-only events in one file; each line is flushed and fsync'd before the call returns."""
+class JsonlCollector(_WritingCollector):
+    """Append-only events in one file; each batch is appended in whole lines and fsync'd."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, interval_s: float = 0.05) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
+        self._fragments = JsonFragments()
+        super().__init__(f"ares-records:{self.path.name}", interval_s)
 
-    def begin_episode(self, episode: EpisodeRecord) -> None:
-        header = episode.to_json()
-        header.pop("steps")
-        self._append({"event": "begin", **header})
-
-    def record_step(self, episode_id: str, step: StepRecord) -> None:
-        self._append({"event": "step", "format": FORMAT, "episode_id": episode_id, "step": step.to_json()})
-
-    def end_episode(self, episode_id: str, **end: Any) -> None:
-        error = end.get("error")
-        if error is not None:
-            end["error"] = {"type": error.type, "message": error.message, "traceback": error.traceback}
-        self._append({"event": "end", "format": FORMAT, "episode_id": episode_id, **end})
-
-    def _append(self, event: dict[str, Any]) -> None:
-        line = json.dumps(event) + "\n"
-        with self._lock, open(self.path, "a") as f:
-            f.write(line)
+    def _write_batch(self, events: list[tuple[str, str, Any]], durable: bool) -> None:
+        if not events:
+            return
+        lines = [self._event(kind, episode_id, payload) for kind, episode_id, payload in events]
+        with open(self.path, "a") as f:
+            f.write("\n".join(lines) + "\n")
             f.flush()
             os.fsync(f.fileno())
+
+    def _event(self, kind: str, episode_id: str, payload: Any) -> str:
+        if kind == "begin":
+            header = payload.to_json()
+            header.pop("steps")
+            return dumps({"event": "begin", **header})
+        if kind == "step":
+            head = dumps({"event": "step", "format": FORMAT, "episode_id": episode_id})
+            return f'{head[:-1]},"step":{step_json_text(payload, self._fragments)}}}'
+        error = payload.get("error")
+        if error is not None:
+            payload["error"] = {"type": error.type, "message": error.message, "traceback": error.traceback}
+        return dumps({"event": "end", "format": FORMAT, "episode_id": episode_id, **payload})

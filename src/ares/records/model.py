@@ -20,6 +20,7 @@ from ares.llm.openai_chat import (
     response_to_openai,
 )
 from ares.llm.types import LLMRequest, LLMResponse
+from ares.records.trace import StepTrace, prompt_messages, response_message
 
 FORMAT = "ares.trajectory/1"
 Json = dict[str, Any]
@@ -32,7 +33,7 @@ class ErrorRecord:
     traceback: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class StepRecord:
     """One environment transition as the agent's LLM saw it.
 
@@ -50,6 +51,30 @@ class StepRecord:
     ended_at: float
     trace: Mapping[str, Any] | None = None
 
+    def __init__(
+        self,
+        index: int,
+        step_type: str,
+        observation: Any,
+        action: Any,
+        reward: float | None,
+        discount: float | None,
+        started_at: float,
+        ended_at: float,
+        trace: Mapping[str, Any] | None = None,
+    ) -> None:
+        # Built on every recorded step: the slots are set through their descriptors, which costs
+        # half of the generated frozen __init__ (object.__setattr__ per field) and keeps it frozen.
+        _set_index(self, index)
+        _set_step_type(self, step_type)
+        _set_observation(self, observation)
+        _set_action(self, action)
+        _set_reward(self, reward)
+        _set_discount(self, discount)
+        _set_started_at(self, started_at)
+        _set_ended_at(self, ended_at)
+        _set_trace(self, trace)
+
     @property
     def latency_s(self) -> float:
         return self.ended_at - self.started_at
@@ -65,22 +90,37 @@ class StepRecord:
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "latency_s": self.latency_s,
-            "trace": self.trace,
+            "trace": _trace_json(self.trace),
         }
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StepRecord:
+        observation = decode_value(data.get("observation"))
+        action = decode_value(data.get("action"))
         return cls(
             index=int(data["index"]),
             step_type=str(data["step_type"]),
-            observation=decode_value(data.get("observation")),
-            action=decode_value(data.get("action")),
+            observation=observation,
+            action=action,
             reward=data.get("reward"),
             discount=data.get("discount"),
             started_at=float(data["started_at"]),
             ended_at=float(data["ended_at"]),
-            trace=data.get("trace"),
+            trace=_resolve_trace(data.get("trace"), observation, action),
         )
+
+
+(
+    _set_index,
+    _set_step_type,
+    _set_observation,
+    _set_action,
+    _set_reward,
+    _set_discount,
+    _set_started_at,
+    _set_ended_at,
+    _set_trace,
+) = (vars(StepRecord)[f.name].__set__ for f in dataclasses.fields(StepRecord))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +182,24 @@ class EpisodeRecord:
             steps=tuple(StepRecord.from_json(s) for s in data.get("steps", ())),
             metadata=data.get("metadata") or {},
         )
+
+
+def _resolve_trace(trace: Json | None, observation: Any, action: Any) -> Json | None:
+    """A stored trace whose prompt/response point at the step's observation/action, made whole."""
+    if not trace or ("prompt_from" not in trace and "response_from" not in trace):
+        return trace
+    whole = {k: v for k, v in trace.items() if k not in ("prompt_from", "response_from")}
+    if trace.get("prompt_from") == "observation":
+        whole["prompt"] = prompt_messages(observation)
+    if trace.get("response_from") == "action":
+        whole["response"] = response_message(action)
+    return whole
+
+
+def _trace_json(trace: Mapping[str, Any] | None) -> Json | None:
+    if trace is None:
+        return None
+    return trace.to_json() if isinstance(trace, StepTrace) else dict(trace)
 
 
 def encode_value(value: Any) -> Any:
