@@ -9,6 +9,7 @@ from typing import Any
 
 from ares.agents.bash import BashAgentFactory
 from ares.envs.code_env import CodeEnvironment
+from ares.envs.context_window import ContextWindow
 from ares.errors import TaskNotFoundError, UnknownPresetError
 from ares.sandbox.base import SandboxFactory
 from ares.sandbox.local import LocalSandbox
@@ -122,12 +123,16 @@ def make(
     tasks: TaskSelection | None = None,
     shard: str | tuple[int, int] | None = None,
     step_limit: int | None = 100,
+    context_limit: int | ContextWindow | None = None,
     seed: int | None = None,
     sandbox_factory: SandboxFactory = LocalSandbox,
     warm_pool: int = 0,
     **options: Any,
 ) -> CodeEnvironment:
     """Build the environment of a preset, e.g. ``make("humaneval", tasks="0:10")``.
+
+    ``context_limit`` is the policy's context window in prompt tokens: a step whose prompt outgrows it
+    ends the episode as truncated ("context_limit"). None (default) means unlimited.
 
     ``warm_pool=N`` keeps N started sandboxes per task spec ready for this environment, so ``reset()``
     does not wait for a sandbox start; the environment closes the pool. To share one pool between
@@ -147,6 +152,7 @@ def make(
         agent_factory=BashAgentFactory(),
         sandbox_factory=pool or sandbox_factory,
         step_limit=step_limit,
+        context_limit=context_limit,
         seed=seed,
         name=preset,
         closing=(pool,) if pool else (),

@@ -11,7 +11,7 @@ import pytest
 import ares
 from ares.agents.bash import BashActionFormat
 from ares.errors import TaskNotFoundError
-from ares.llm.types import LLMRequest
+from ares.llm.types import LLMRequest, LLMResponse
 from ares.policies import make_policy
 from ares.records import (
     EpisodeRecord,
@@ -159,3 +159,18 @@ def test_files_are_valid_json_after_every_event(tmp_path: Path) -> None:
 
     asyncio.run(play())
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+async def test_unparseable_response_step_keeps_its_trace(tmp_path: Path) -> None:
+    env = TrajectoryCollectingEnvironment(
+        ares.make("humaneval", tasks="0:1"), JsonDirCollector(tmp_path), trace="full"
+    )
+    async with env:
+        await env.reset(task=0)
+        ts = await env.step(LLMResponse(content="I will not use the command format."))
+        assert not ts.last()  # the agent tells the model its reply was malformed and goes on
+    (episode,) = load_episodes(tmp_path)
+    trace = episode.steps[1].trace
+    assert trace is not None and trace["response"]["content"] == "I will not use the command format."
+    assert trace["env_state"]["commands"] == []  # nothing ran
+    assert trace["prompt"][-1]["role"] == "user"  # the agent's format complaint, as the policy saw it

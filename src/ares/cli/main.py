@@ -65,6 +65,10 @@ def run(
     tasks: Annotated[str | None, typer.Option("--tasks", help="Task selection: 3, 0:10, ids, a,b,c.")] = None,
     shard: Annotated[str | None, typer.Option("--shard", help="Keep shard INDEX/COUNT of the tasks.")] = None,
     step_limit: Annotated[int, typer.Option("--step-limit", min=1)] = 100,
+    context_limit: Annotated[
+        int | None,
+        typer.Option("--context-limit", min=1, help="Policy context window in prompt tokens (default: none)"),
+    ] = None,
     path: Annotated[Path | None, typer.Option("--path", help="Dataset directory (harbor preset).")] = None,
     script: Annotated[
         Path | None, typer.Option("--script", help="JSONL responses (scripted policy).")
@@ -108,8 +112,8 @@ def run(
 
     def make_env() -> Any:
         return make(
-            preset, tasks=tasks, shard=shard, step_limit=step_limit, warm_pool=warm_pool,
-            sandbox_factory=sandbox_factory, **preset_options,
+            preset, tasks=tasks, shard=shard, step_limit=step_limit, context_limit=context_limit,
+            warm_pool=warm_pool, sandbox_factory=sandbox_factory, **preset_options,
         )  # fmt: skip
 
     started = time.perf_counter()

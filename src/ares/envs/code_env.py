@@ -20,6 +20,7 @@ from ares.agents.base import ActionFormat, AgentFactory
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import TimeStep, restart, termination, transition, truncation
 from ares.envs.command_log import CommandLog, CommandRecord
+from ares.envs.context_window import ContextWindow
 from ares.envs.episode import Episode
 from ares.errors import AgentError, EnvironmentStateError, TaskError, TaskNotFoundError
 from ares.llm.interceptor import AgentFinished, InterceptedLLMClient
@@ -45,11 +46,14 @@ class CodeEnvironment:
         agent_factory: AgentFactory,
         sandbox_factory: SandboxFactory,
         step_limit: int | None = 100,
+        context_limit: int | ContextWindow | None = None,
         seed: int | None = None,
         name: str = "code",
         closing: Sequence[AsyncClosable] = (),
     ) -> None:
-        """``closing``: resources made for this environment alone (a warm pool), closed by ``close()``."""
+        """``context_limit``: the policy's context window in prompt tokens (or a ``ContextWindow`` with
+        a tokenizer's counter); a step whose prompt outgrows it ends the episode, truncated.
+        ``closing``: resources made for this environment alone (a warm pool), closed by ``close()``."""
         if not tasks:
             raise TaskError("CodeEnvironment needs at least one task")
         if step_limit is not None and step_limit < 1:
@@ -57,6 +61,8 @@ class CodeEnvironment:
         self.tasks: tuple[Task, ...] = tuple(tasks)
         self.name = name
         self.step_limit = step_limit
+        window = ContextWindow(context_limit) if isinstance(context_limit, int) else context_limit
+        self.context_window: ContextWindow | None = window
         self._by_id = {t.id: t for t in self.tasks}
         self._agent_factory = agent_factory
         self._sandbox_factory = sandbox_factory
@@ -134,6 +140,8 @@ class CodeEnvironment:
             if not agent.done():
                 client.respond(action)
                 request = await client.next_request()
+                if self.context_window is not None and self.context_window.overflows(request):
+                    return await self._finish("context_limit")
                 if self.step_limit is None or episode.steps < self.step_limit:
                     return transition(request)
                 return await self._finish("step_limit")
@@ -192,7 +200,14 @@ class CodeEnvironment:
         self._agent = asyncio.get_running_loop().create_task(agent.run(), name=f"ares-agent-{task.id}")
         client.watch(self._agent)
         self._deadline = asyncio.get_running_loop().call_later(task.agent_timeout_s, self._on_time_limit)
-        return await client.next_request()
+        request = await client.next_request()
+        window = self.context_window
+        if window is not None and window.overflows(request):
+            raise TaskError(
+                f"task {task.id}'s first prompt is {window.count(request)} tokens, over the context limit"
+                f" of {window.limit}: no step fits; raise context_limit"
+            )
+        return request
 
     def _on_time_limit(self) -> None:
         if self._agent is not None and not self._agent.done():

@@ -38,7 +38,7 @@ class Episode:
     reward: float | None = None
     reward_terms: Mapping[str, float] = field(default_factory=dict)
     error: ErrorInfo | None = None
-    truncation: str | None = None  # why a limit cut the episode ("step_limit", "time_limit")
+    truncation: str | None = None  # why a limit cut the episode ("step_limit", "time_limit", "context_limit")
     verifier_stdout: str = ""
     verifier_stderr: str = ""
     started_at: float = field(default_factory=time.time)
