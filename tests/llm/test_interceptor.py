@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -184,3 +185,28 @@ async def test_agent_cancelled_before_its_request_was_read_ends_the_episode() ->
         await task
     with pytest.raises(AgentFinished):
         await asyncio.wait_for(client.next_request(), 1)
+
+
+async def test_an_agent_stopped_by_the_environment_leaves_no_unretrieved_error() -> None:
+    """A step limit stops the agent while no one waits for its next request: no asyncio warning."""
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, object]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+
+    async def agent(llm: InterceptedLLMClient) -> None:
+        while True:
+            await llm(ask("again"))
+
+    try:
+        client, task = await start(agent)
+        await client.next_request()
+        task.cancel()  # what the environment does when a limit cuts the episode
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        client.close()
+        del client, task
+        gc.collect()
+    finally:
+        loop.set_exception_handler(previous)
+    assert not [c for c in reported if isinstance(c.get("exception"), AgentFinished)]

@@ -98,5 +98,8 @@ class InterceptedLLMClient:
         self._closed = True
         if self._response_waiter is not None and not self._response_waiter.done():
             self._response_waiter.cancel()
-        if not self._request_waiter.done():
-            self._request_waiter.cancel()
+        waiter = self._request_waiter
+        if not waiter.done():
+            waiter.cancel()
+        elif not waiter.cancelled():
+            waiter.exception()  # an AgentFinished no one will read now: mark it seen (no GC warning)
