@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import warnings
 from collections.abc import Iterator
@@ -130,11 +131,10 @@ def test_close_mid_episode_aborts_stops_the_sandbox_and_the_thread() -> None:
     inner = ares_env(env)
     sandbox = inner.sandbox
     assert sandbox is not None and sandbox.running
-    thread = next(t for t in threading.enumerate() if t.name.startswith("ares-gym-") and t.is_alive())
     env.close()
     assert inner.episode is not None and inner.episode.status is EpisodeStatus.ABORTED
     assert not sandbox.running and inner.sandbox is None and inner.closed
-    assert not thread.is_alive() and env.loop_thread.closed
+    assert env.private_loop.closed  # (and the autouse fixture checks no thread outlives the test)
     env.close()  # idempotent
     with pytest.raises(ClosedEnvironmentError):
         env.reset()
@@ -190,16 +190,16 @@ def test_reset_options_seed_and_construction(env: AresGymEnv) -> None:
         AresGymEnv(lambda: "not an env")  # type: ignore[arg-type,return-value]
 
 
-def test_built_from_a_factory_on_its_loop_thread() -> None:
-    built_on: list[str] = []
+def test_built_from_a_factory_on_its_private_loop() -> None:
+    built_on: list[object] = []
 
     def factory() -> CodeEnvironment:
-        built_on.append(threading.current_thread().name)
+        built_on.append(asyncio.get_running_loop())
         return ares.make("humaneval", tasks="0:1")
 
     with wrap_as_gym(factory) as env:
         assert isinstance(env, AresGymEnv)
-        assert len(built_on) == 1 and built_on[0].startswith("ares-gym-")
+        assert len(built_on) == 1 and built_on[0] is env.private_loop._loop
         assert env.observation_space == LLMRequestSpace() and env.action_space == LLMResponseSpace()
         env.reset()
         assert env.step(FMT.submit())[2] is True

@@ -26,8 +26,14 @@ SUBMIT = FMT.submit()
 BUSY = FMT.command("echo busy")
 
 
-def loop_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name.startswith("ares-vector-") and t.is_alive()]
+def new_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    """Threads started since ``before`` that are still alive (given a moment to finish)."""
+    alive = []
+    for thread in set(threading.enumerate()) - before:
+        thread.join(timeout=10)
+        if thread.is_alive():
+            alive.append(thread)
+    return alive
 
 
 class Sandboxes:
@@ -81,9 +87,9 @@ class FailAfter(Sandboxes):
 
 @pytest.fixture
 def no_leaked_threads() -> Iterator[None]:
-    before = loop_threads()
+    before = set(threading.enumerate())
     yield
-    assert loop_threads() == before
+    assert new_threads(before) == []
 
 
 def ares_envs(vec: AresVectorEnv) -> list[CodeEnvironment]:
@@ -91,17 +97,17 @@ def ares_envs(vec: AresVectorEnv) -> list[CodeEnvironment]:
 
 
 @pytest.mark.usefixtures("no_leaked_threads")
-def test_close_mid_episode_stops_every_sandbox_and_the_loop_thread() -> None:
+def test_close_mid_episode_stops_every_sandbox_and_the_private_loop() -> None:
     sandboxes = Sandboxes()
     vec = make_vector_env("humaneval", 8, tasks="0:8", sandbox_factory=sandboxes)
-    assert len(loop_threads()) == 1
+    assert not vec.private_loop.closed
     vec.reset(seed=0)
     vec.step([BUSY] * 8)
     episodes = [env.episode for env in ares_envs(vec)]
     assert len(sandboxes.running) == 8 and all(d.exists() for d in sandboxes.dirs)
 
     vec.close()
-    assert vec.closed and loop_threads() == []
+    assert vec.closed and vec.private_loop.closed
     assert sandboxes.running == [] and not any(d.exists() for d in sandboxes.dirs)
     assert all(e is not None and e.status is EpisodeStatus.ABORTED for e in episodes)
     assert all(env.closed for env in ares_envs(vec))

@@ -1,6 +1,6 @@
 """AresDmEnv: an ARES environment behind the synchronous ``dm_env.Environment`` API.
 
-The ARES environment runs on a private event-loop thread (``LoopThread``), so the adapter works the
+The ARES environment runs on a private event loop (``PrivateLoop``), so the adapter works the
 same from a plain script, from Jupyter and from inside a running asyncio application.
 
 dm_env semantics, which differ from ARES's own ``Environment``:
@@ -39,7 +39,7 @@ from ares.wrappers.dm_env.specs import (
     TextSpec,
     object_scalar,
 )
-from ares.wrappers.loop_thread import LoopThread
+from ares.wrappers.private_loop import PrivateLoop
 
 #: "object": ``ares.LLMRequest``; "messages": the conversation as OpenAI chat dicts in a 0-d object
 #: array (``.item()`` gives the list; tools and sampling parameters are left out: use "object").
@@ -56,7 +56,7 @@ class AresDmEnv(dm_env.Environment):
 
     ``env`` is any ARES ``Environment`` whose observations are ``LLMRequest`` and actions
     ``LLMResponse`` (e.g. ``ares.make("humaneval")``, wrapped or not). Use it as a context manager,
-    or call ``close()``: that stops the episode's sandbox and the loop thread.
+    or call ``close()``: that stops the episode's sandbox and closes the private loop.
     """
 
     def __init__(
@@ -89,7 +89,7 @@ class AresDmEnv(dm_env.Environment):
         )
         self._needs_reset = True
         self._closed = False
-        self._loop = LoopThread(name="ares-dm-env")  # last: a bad argument above leaks no thread
+        self._loop = PrivateLoop(name="ares-dm-env")  # last: a bad argument above leaks no loop
 
     # ------------------------------------------------------------------ dm_env API
     def reset(self, *, seed: int | None = None, task: Any | None = None) -> dm_env.TimeStep:
@@ -120,8 +120,8 @@ class AresDmEnv(dm_env.Environment):
         return specs.BoundedArray(shape=(), dtype=np.float64, minimum=0.0, maximum=1.0, name="discount")
 
     def close(self) -> None:
-        """Close the ARES env (an active episode ends "aborted", its sandbox stops), then the loop
-        thread. Idempotent."""
+        """Close the ARES env (an active episode ends "aborted", its sandbox stops), then the private
+        loop. Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -141,7 +141,7 @@ class AresDmEnv(dm_env.Environment):
     # ------------------------------------------------------------------ extras
     @property
     def env(self) -> Environment[LLMRequest, LLMResponse]:
-        """The ARES environment. It lives on the loop thread: inspect it between calls, never drive it."""
+        """The ARES environment. It belongs to the private loop: inspect it between calls, never drive it."""
         return self._env
 
     @property

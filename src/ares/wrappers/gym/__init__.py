@@ -1,11 +1,11 @@
 """Gymnasium adapters for ARES environments (needs the ``gym`` extra: ``pip install 'ares[gym]'``).
 
-- ``AresGymEnv``: a synchronous ``gymnasium.Env``; the ARES env runs on a private loop thread, so it
+- ``AresGymEnv``: a synchronous ``gymnasium.Env``; the ARES env runs on a private event loop, so it
   works from scripts, notebooks and code inside a running event loop alike.
 - ``AsyncAresGymEnv``: the same contract with ``async`` reset/step/close, for use inside a loop.
 - ``wrap_as_gym(env, async_mode=...)`` picks one; observations and actions can be the LLM objects
   (default), OpenAI chat messages / plain text, or token ids (see ``codec``).
-- ``AresVectorEnv`` / ``make_vector_env``: N environments stepped concurrently on one loop thread
+- ``AresVectorEnv`` / ``make_vector_env``: N environments stepped concurrently on one event loop
   behind ``gymnasium.vector.VectorEnv`` (autoreset NEXT_STEP by default; see ``vector``).
 - Importing this package registers ``ares/<preset>`` for ``gymnasium.make`` (see ``registration``).
 """

@@ -1,9 +1,10 @@
 """AresGymEnv: a synchronous ``gymnasium.Env`` over an async ARES environment.
 
-The ARES environment lives on a private event-loop thread (``LoopThread``) and every call waits for
-it there, so the same object works from a plain script, from Jupyter and from code that is itself
-inside a running event loop (that loop is blocked for the call, never re-entered). All episode logic
-is an ``AsyncAresGymEnv`` built on that thread; this class only carries it across.
+The ARES environment lives on a private event loop (``PrivateLoop``) that runs during each call: in
+the caller's thread from plain synchronous code (no thread hop), on a worker thread when the caller is
+itself inside a running event loop (Jupyter, an asyncio app; that loop is blocked for the call, never
+re-entered). All episode logic is an ``AsyncAresGymEnv`` built on that loop; this class only carries
+it across.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from gymnasium.error import ClosedEnvironmentError
 from ares.core.environment import Environment
 from ares.wrappers.gym.async_env import AsyncAresGymEnv, EnvSource
 from ares.wrappers.gym.codec import ActionMode, ObservationMode, Tokenizer
-from ares.wrappers.loop_thread import LoopThread
+from ares.wrappers.private_loop import PrivateLoop
 
 T = TypeVar("T")
 _ids = itertools.count(1)
@@ -26,7 +27,7 @@ _ids = itertools.count(1)
 
 class AresGymEnv(gym.Env[Any, Any]):
     """An ARES environment as a ``gymnasium.Env``. Build it from an environment or a factory of one
-    (the factory runs on the loop thread); close it, or use it as a context manager."""
+    (the factory runs on the private loop); close it, or use it as a context manager."""
 
     metadata: ClassVar[dict[str, Any]] = dict(AsyncAresGymEnv.metadata)
 
@@ -44,22 +45,22 @@ class AresGymEnv(gym.Env[Any, Any]):
                 f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}"
             )
         self.render_mode = render_mode
-        self._thread = LoopThread(name=f"ares-gym-{next(_ids)}")
+        self._loop = PrivateLoop(name=f"ares-gym-{next(_ids)}")
 
         async def build() -> AsyncAresGymEnv:
             return AsyncAresGymEnv(env, observation=observation, action=action, tokenizer=tokenizer)
 
         try:
-            self._env = self._thread.run(build())
+            self._env = self._loop.run(build())
         except BaseException:
-            self._thread.close()
+            self._loop.close()
             raise
         self.observation_space = self._env.observation_space
         self.action_space = self._env.action_space
 
     @property
     def unwrapped_ares(self) -> Environment[Any, Any]:
-        """The ARES environment (it runs on this env's loop thread: do not await it elsewhere)."""
+        """The ARES environment (it belongs to this env's private loop: do not await it elsewhere)."""
         return self._env.unwrapped_ares
 
     @property
@@ -71,8 +72,8 @@ class AresGymEnv(gym.Env[Any, Any]):
         return self._env.episode_id
 
     @property
-    def loop_thread(self) -> LoopThread:
-        return self._thread
+    def private_loop(self) -> PrivateLoop:
+        return self._loop
 
     def reset(
         self, *, seed: int | None = None, options: Mapping[str, Any] | None = None
@@ -93,18 +94,18 @@ class AresGymEnv(gym.Env[Any, Any]):
         return self._env.render()
 
     def close(self) -> None:
-        """Abort a running episode (its sandbox is stopped), then stop the loop thread. Idempotent."""
-        if self._thread.closed:
+        """Abort a running episode (its sandbox is stopped), then close the private loop. Idempotent."""
+        if self._loop.closed:
             return
         try:
-            self._thread.run(self._env.close())
+            self._loop.run(self._env.close())
         finally:
-            self._thread.close()
+            self._loop.close()
 
     def _call(self, method: str, coroutine: Callable[[], Coroutine[Any, Any, T]]) -> T:
-        if self._thread.closed:
+        if self._loop.closed:
             raise ClosedEnvironmentError(f"{method}() on a closed environment; create a new one")
-        return self._thread.run(coroutine())
+        return self._loop.run(coroutine())
 
     def __repr__(self) -> str:
         name = self.spec.id if self.spec is not None else type(self._env.unwrapped_ares).__name__

@@ -3,7 +3,7 @@
 Gymnasium's ``SyncVectorEnv`` steps its sub-environments one after another and ``AsyncVectorEnv``
 gives each one a process. An ARES sub-environment spends its time waiting on a sandbox, an agent or
 a verifier, so one event loop can drive all of them at once: every ``reset()``/``step()`` runs the N
-sub-environments with ``asyncio.gather`` on one private ``LoopThread``, and a slow sandbox holds up
+sub-environments with ``asyncio.gather`` on one ``PrivateLoop``, and a slow sandbox holds up
 only its own slot, never the others' work.
 """
 
@@ -28,7 +28,7 @@ from ares.errors import AresError
 from ares.registry import get_preset, make
 from ares.wrappers.gym.async_env import AsyncAresGymEnv, EnvSource
 from ares.wrappers.gym.codec import ActionMode, ObservationMode, Tokenizer
-from ares.wrappers.loop_thread import LoopThread
+from ares.wrappers.private_loop import PrivateLoop
 
 T = TypeVar("T")
 _ids = itertools.count(1)
@@ -92,7 +92,7 @@ class AresVectorEnv(VectorEnv[Any, Any, np.ndarray]):
     Errors: bad batches (wrong length, an action outside the single action space) are rejected
     before any sub-environment moves. If a sub-environment raises, the others still finish their
     call, then ``SubEnvironmentError`` names every failure; the vector env must then be ``reset()``
-    (or closed). ``close()`` closes every sub-environment, mid-episode too, and stops the loop thread.
+    (or closed). ``close()`` closes every sub-environment, mid-episode too, and closes the private loop.
     """
 
     def __init__(
@@ -106,7 +106,7 @@ class AresVectorEnv(VectorEnv[Any, Any, np.ndarray]):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
     ) -> None:
-        """``envs``: a factory called ``num_envs`` times (on the loop thread), or the environments
+        """``envs``: a factory called ``num_envs`` times (on the private loop), or the environments
         themselves. Either way the vector env owns them: ``close()`` closes them.
         ``observation``/``action``/``tokenizer`` choose the codec, as for ``AsyncAresGymEnv``."""
         self.autoreset_mode = AutoresetMode(autoreset_mode)
@@ -116,7 +116,7 @@ class AresVectorEnv(VectorEnv[Any, Any, np.ndarray]):
                 f"render_mode must be None or one of {metadata['render_modes']}, got {render_mode!r}"
             )
         sources = _sources(envs, num_envs)
-        self._loop = LoopThread(name=f"ares-vector-{next(_ids)}")
+        self._loop = PrivateLoop(name=f"ares-vector-{next(_ids)}")
         built: list[AsyncAresGymEnv] = []
 
         async def build() -> None:
@@ -144,8 +144,8 @@ class AresVectorEnv(VectorEnv[Any, Any, np.ndarray]):
         self._needs_reset = True
 
     @property
-    def loop_thread(self) -> LoopThread:
-        """The one event-loop thread every sub-environment runs on (do not await them elsewhere)."""
+    def private_loop(self) -> PrivateLoop:
+        """The one event loop every sub-environment runs on (do not await them elsewhere)."""
         return self._loop
 
     # ------------------------------------------------------------------ VectorEnv API
@@ -222,7 +222,7 @@ class AresVectorEnv(VectorEnv[Any, Any, np.ndarray]):
         return tuple(env.render() for env in self.envs)
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Close every sub-environment concurrently (aborting running episodes), then the loop thread."""
+        """Close every sub-environment concurrently (aborting running episodes), then the private loop."""
         if self._loop.closed:
             return
         try:
