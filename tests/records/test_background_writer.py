@@ -108,3 +108,20 @@ for i in range(50):
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     lines = (tmp_path / "t.jsonl").read_text().splitlines()
     assert len(lines) == 51 and json.loads(lines[-1])["step"]["index"] == 49
+
+
+def test_when_no_thread_may_start_events_are_written_in_the_callers_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At interpreter shutdown (Python 3.12+) starting a thread raises; the exit flush still writes."""
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    seen = Recorder()
+    writer = BackgroundWriter(seen, name="w-shutdown", interval_s=10.0)
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    writer.put("late")
+    writer.flush()
+    assert seen.events == ["late"] and seen.batches[-1][1] is True
+    writer.close()

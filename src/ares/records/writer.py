@@ -86,8 +86,13 @@ class BackgroundWriter:
     def _start(self) -> None:
         with self._lock:
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
+                thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                try:
+                    thread.start()
+                except RuntimeError:  # at interpreter shutdown (3.12+) no thread may start: write here
+                    self._drain()
+                    return
+                self._thread = thread
 
     def _raise(self) -> None:
         error, self._error = self._error, None
