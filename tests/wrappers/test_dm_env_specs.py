@@ -115,3 +115,10 @@ def test_specs_replace_pickle_and_compare_like_dm_env_specs(spec: specs.Array) -
     assert spec != specs.Array((), object) and specs.Array((), object) != spec
     others = [LLMRequestSpec(), LLMResponseSpec(), ChatMessagesSpec(), TextSpec()]
     assert [other == spec for other in others] == [type(other) is type(spec) for other in others]
+
+
+def test_specs_share_the_adapters_field_checks() -> None:
+    """A response whose fields have the wrong types fails like it does in the gym spaces."""
+    bad = LLMResponse(content="ls", token_ids=(1, -5))  # token ids must be non-negative
+    with pytest.raises(ValueError, match=r"well-formed ares\.LLMResponse"):
+        LLMResponseSpec().validate(bad)

@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from ares.llm.openai_chat import message_to_openai, request_to_openai
+from ares.llm.openai_chat import message_to_openai
 from ares.llm.types import LLMRequest, LLMResponse, Message
 from ares.records.model import StepRecord, encode_value
 from ares.records.trace import StepTrace, prompt_messages, response_message
@@ -68,9 +68,7 @@ class JsonFragments:
 
     def value(self, value: Any) -> Any:
         """``encode_value(value)`` with the request's messages from the message cache."""
-        if isinstance(value, LLMRequest):
-            return {"kind": "llm_request", "body": request_to_openai(value, render_message=self.message)}
-        return encode_value(value)
+        return encode_value(value, self.message)
 
     def prompt(self, observation: Any) -> Any:
         return prompt_messages(observation, self.message)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from ares.llm.openai_chat import (
     response_from_openai,
     response_to_openai,
 )
-from ares.llm.types import LLMRequest, LLMResponse
+from ares.llm.types import LLMRequest, LLMResponse, Message
 from ares.records.trace import StepTrace, prompt_messages, response_message
 
 FORMAT = "ares.trajectory/1"
@@ -202,12 +202,14 @@ def _trace_json(trace: Mapping[str, Any] | None) -> Json | None:
     return trace.to_json() if isinstance(trace, StepTrace) else dict(trace)
 
 
-def encode_value(value: Any) -> Any:
-    """JSON for an observation/action: LLM types tagged and lossless, the rest made JSON-safe."""
+def encode_value(value: Any, render_message: Callable[[Message], Json] | None = None) -> Any:
+    """JSON for an observation/action: LLM types tagged and lossless, the rest made JSON-safe.
+
+    ``render_message`` is passed to ``request_to_openai`` (the writers give a per-message cache)."""
     if value is None:
         return None
     if isinstance(value, LLMRequest):
-        return {"kind": "llm_request", "body": request_to_openai(value)}
+        return {"kind": "llm_request", "body": request_to_openai(value, render_message=render_message)}
     if isinstance(value, LLMResponse):
         return {"kind": "llm_response", "body": response_to_openai(value)}
     return {"kind": "json", "value": jsonable(value)}

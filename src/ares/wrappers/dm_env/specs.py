@@ -22,6 +22,7 @@ from dm_env import specs
 from ares.errors import LLMError
 from ares.llm.openai_chat import request_from_openai
 from ares.llm.types import LLMRequest, LLMResponse, Message, ToolCall, user
+from ares.wrappers.wellformed import request_ok, response_ok
 
 _DEFAULT_REQUEST = LLMRequest(messages=(user("Say hello."),))
 
@@ -110,6 +111,8 @@ class LLMRequestSpec(ObjectSpec):
             return f"Expected an ares.LLMRequest but found {_type_name(item)}"
         if not all(isinstance(m, Message) for m in item.messages):
             return "Expected LLMRequest.messages to hold only ares.Message values"
+        if not request_ok(item):
+            return "Expected a well-formed ares.LLMRequest, but a field has the wrong type or range"
         return None
 
 
@@ -138,6 +141,8 @@ class LLMResponseSpec(ObjectSpec):
             return f"Expected LLMResponse.content to be a str or None but found {_type_name(item.content)}"
         if not all(isinstance(call, ToolCall) for call in item.tool_calls):
             return "Expected LLMResponse.tool_calls to hold only ares.ToolCall values"
+        if not response_ok(item):
+            return "Expected a well-formed ares.LLMResponse, but a field has the wrong type or range"
         return None
 
 

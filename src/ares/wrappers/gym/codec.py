@@ -27,7 +27,7 @@ from ares.wrappers.gym.spaces import (
     TextSpace,
     token_ids_space,
 )
-from ares.wrappers.gym.wellformed import response_ok
+from ares.wrappers.wellformed import response_ok
 
 ObservationMode = Literal["object", "messages", "tokens"]
 ActionMode = Literal["object", "text", "tokens"]

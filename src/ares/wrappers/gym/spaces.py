@@ -27,7 +27,7 @@ from ares.llm.openai_chat import (
     response_to_openai,
 )
 from ares.llm.types import LLMRequest, LLMResponse, Message, Role
-from ares.wrappers.gym.wellformed import chat_messages_ok, request_ok, response_ok
+from ares.wrappers.wellformed import chat_messages_ok, request_ok, response_ok
 
 T = TypeVar("T")
 #: Largest id a token space allows when no tokenizer says how big the vocabulary is.

@@ -1,4 +1,5 @@
-"""Is this LLM value well formed? Field-by-field type checks behind the LLM spaces' ``contains()``.
+"""Is this LLM value well formed? Field-by-field type checks shared by the adapters: behind the gym
+spaces' ``contains()`` and the dm_env specs' ``validate()``.
 
 Only types and ranges are checked, never lengths: a long conversation is still a valid observation.
 The action codec uses the same checks, so a malformed action fails before it reaches the agent.
