@@ -4,7 +4,11 @@ The sandbox runs every command as ``bash -c CMD`` inside its namespaces, so the 
 host ``bash -c true``; a bare ``true`` spawn is reported too as the absolute floor.
 Targets: exec p50 within 3x of the plain subprocess spawn; start p50 <= 50 ms.
 
-    .venv/bin/python bench/sandbox_latency.py [--starts 30] [--execs 300]
+``--baseline REF`` also measures the sandbox of git revision REF (its ``src/`` exported to a temp
+dir), alternating rounds of REF and the working tree in fresh interpreters, so a change is judged
+against its parent on the same machine in one run:
+
+    .venv/bin/python bench/sandbox_latency.py [--starts 30] [--execs 300] [--baseline REF --rounds 2]
 """
 
 from __future__ import annotations
@@ -12,8 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from _common import machine_info, summarize_ms
@@ -89,11 +97,58 @@ async def sandbox_figures(starts: int, execs: int) -> dict[str, Any]:
     }
 
 
+ROOT = Path(__file__).resolve().parents[1]
+COMPARED = ("start", "stop", "exec_true", "exec_true_in_sandbox_duration")
+
+
+def figures_in_subprocess(src: Path, starts: int, execs: int) -> dict[str, Any]:
+    """This script's figures, measured by a fresh interpreter importing ``ares`` from ``src``."""
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{Path(__file__).parent}"}
+    argv = [sys.executable, __file__, "--figures-only", "--starts", str(starts), "--execs", str(execs)]
+    out = subprocess.run(argv, env=env, cwd=tempfile.gettempdir(), check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def compare(ref: str, rounds: int, starts: int, execs: int) -> dict[str, Any]:
+    """Alternate rounds of ``ref`` and the working tree; pool each side's samples' p50/p95."""
+    with tempfile.TemporaryDirectory(prefix="ares-bench-baseline-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref, "src"], check=True, capture_output=True
+        )
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
+        for _ in range(rounds):
+            runs["baseline"].append(figures_in_subprocess(Path(tmp) / "src", starts, execs))
+            runs["current"].append(figures_in_subprocess(ROOT / "src", starts, execs))
+    table: dict[str, Any] = {}
+    for name in COMPARED:
+        side = {
+            label: {
+                stat: round(sum(r[name][stat] for r in results) / len(results), 3)
+                for stat in ("p50_ms", "p95_ms")
+            }
+            for label, results in runs.items()
+        }
+        side["p50_change_pct"] = round(100 * (side["current"]["p50_ms"] / side["baseline"]["p50_ms"] - 1), 1)  # type: ignore[index]
+        table[name] = side
+    return {"baseline_ref": ref, "rounds": rounds, "compared": table}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--starts", type=int, default=30)
     parser.add_argument("--execs", type=int, default=300)
+    parser.add_argument("--baseline", help="git revision to measure side by side with the working tree")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per side with --baseline")
+    parser.add_argument("--figures-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.figures_only:
+        print(json.dumps(asyncio.run(sandbox_figures(args.starts, args.execs))))
+        return
+    if args.baseline:
+        result = compare(args.baseline, args.rounds, args.starts, args.execs)
+        print(json.dumps({"bench": "sandbox_latency", "machine": machine_info(), **result}, indent=2))
+        return
 
     figures = asyncio.run(sandbox_figures(args.starts, args.execs))
     plain = summarize_ms(spawn_baseline(["true"], args.execs))

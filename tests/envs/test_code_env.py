@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -235,3 +236,23 @@ async def test_seeded_task_choice_is_reproducible() -> None:
             assert env.task is not None
             picks.append(env.task.id)
         assert picks[0] == picks[1]
+
+
+async def test_an_agent_that_kills_its_sandbox_is_still_verified(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent writes the answer, then freezes its command's supervisor so the sandbox stops
+    answering: the episode is not `errored` (the agent caused it); its files are verified and the
+    crash is on record."""
+    from ares.sandbox.local import sandbox as local_sandbox
+
+    monkeypatch.setattr(local_sandbox, "EXEC_GRACE_S", 0.5)
+    env = ares.make("harbor", path=FIXTURES / "harbor" / "hello-file")
+    async with env:
+        task = dataclasses.replace(env.tasks[0], command_timeout_s=1.0)
+        ts = await env.reset(task=task)
+        for action in commands("printf 'Hello, ARES!\\n' > hello.txt", "kill -STOP $PPID; sleep 600"):
+            ts = await env.step(action)
+        episode = env.episode
+        assert episode is not None and ts.last() and ts.reward == 1.0
+        assert episode.status is EpisodeStatus.FINISHED and episode.error is None
+        assert episode.sandbox_crash is not None and "did not answer" in episode.sandbox_crash
+        assert episode.to_dict()["sandbox_crash"] == episode.sandbox_crash

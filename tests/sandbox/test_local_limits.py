@@ -12,7 +12,7 @@ import pytest
 
 from ares.errors import SandboxError
 from ares.sandbox import Resources, SandboxSpec
-from ares.sandbox.local import LocalSandbox
+from ares.sandbox.local import LocalSandbox, limits
 
 MIB = 1 << 20
 # Grows by 1 MiB at a time until something stops it; prints how far it got when refused.
@@ -83,8 +83,9 @@ def started() -> Started:
 
 
 async def cgroup_dir(sandbox: LocalSandbox, controller: str) -> Path:
-    """The host dir of the cgroup a command in ``sandbox`` runs in (there is no cgroup namespace)."""
-    lines = (await sandbox.exec("cat /proc/self/cgroup")).stdout.splitlines()
+    """The host dir of the cgroup ``sandbox`` runs in, read from the host (inside, a cgroup namespace
+    shows it as /)."""
+    lines = Path(f"/proc/{sandbox.host_pid}/cgroup").read_text().splitlines()
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controller in controllers.split(","):
@@ -164,20 +165,35 @@ async def test_stop_removes_the_cgroups_and_the_tmpfs(started: Started) -> None:
         dirs = [await cgroup_dir(sb, c) for c in ("memory", "pids", "cpu")]
         sandbox_dir = sb.diff_dir.parent
         assert all(d.is_dir() and d.name.startswith(f"ares-{os.getpid()}-") for d in dirs)
+        assert all(d.parent.name == "ares-sandboxes" for d in dirs)
         assert (await sb.exec("sleep 600 > /dev/null 2>&1 & echo started")).stdout == "started\n"
     assert [d for d in dirs if d.exists()] == []
     assert mounted_under(sandbox_dir) == [] and not sandbox_dir.exists()
 
 
 async def test_report_names_the_mechanism_and_why(started: Started) -> None:
-    async with started(Resources(memory_mb=128, storage_mb=32), want=("memory", "storage")) as sb:
+    only = Resources(memory_mb=128, storage_mb=32)
+    async with started(only, want=("memory", "storage"), default_resources=Resources()) as sb:
         report = sb.limits
         assert report.pids is None and report.cpus is None
         assert report.memory is not None and "128 MiB" in report.memory.reason
         assert report.storage is not None and report.storage.mechanism == "tmpfs"
         assert "memory: cgroup-v" in str(report) and "storage: tmpfs" in str(report)
-    async with started(Resources()) as plain:
+    async with started(Resources(), default_resources=Resources()) as plain:
         assert plain.limits.items() == []
+
+
+async def test_default_limits_apply_when_the_task_sets_none(started: Started) -> None:
+    """Every sandbox is limited: what the task leaves unset comes from DEFAULT_RESOURCES."""
+    async with started(Resources(pids=100)) as sb:
+        report = sb.limits
+        assert report.memory is not None and report.storage is not None and report.pids is not None
+        assert report.cpus is None  # no default CPU share: an idle machine lends its cores
+        assert "pids.max 104" in report.pids.reason or report.pids.mechanism != "cgroup-v1"
+        if report.memory.mechanism in CGROUP_MECHANISMS:
+            limit = (await cgroup_dir(sb, "memory")).joinpath("memory.limit_in_bytes")
+            if limit.exists():
+                assert int(limit.read_text()) == limits.DEFAULT_RESOURCES.memory_mb * MIB  # type: ignore[operator]
 
 
 async def test_rlimit_fallback_enforces_memory_and_file_size(started: Started) -> None:
@@ -188,8 +204,8 @@ async def test_rlimit_fallback_enforces_memory_and_file_size(started: Started) -
         assert report.storage is not None and report.storage.mechanism == "rlimit"
         assert report.cpus is not None and report.cpus.mechanism == "unenforced"
         assert report.pids is not None
-        assert report.pids.mechanism == ("unenforced" if os.geteuid() == 0 else "rlimit")
-        assert "ares-" not in (await sb.exec("cat /proc/self/cgroup")).stdout  # no cgroup of its own
+        assert report.pids.mechanism == "rlimit"  # sandbox root is never host uid 0, so it binds
+        assert "ares-" not in Path(f"/proc/{sb.host_pid}/cgroup").read_text()  # no cgroup of its own
         hog = await sb.exec(MEMORY_HOG, timeout_s=60)
         assert hog.limit_hit == "memory" and "MemoryError after" in hog.stderr
         assert int(hog.stderr.split()[-2]) < 256

@@ -33,7 +33,7 @@ CHILD = textwrap.dedent(
         sb = LocalSandbox(spec)
         await sb.start()
         await sb.exec("sleep 600 > /dev/null 2>&1 &")
-        lines = (await sb.exec("cat /proc/self/cgroup")).stdout.splitlines()
+        lines = Path(f"/proc/{sb.host_pid}/cgroup").read_text().splitlines()
         cgroups = [
             str(Path("/sys/fs/cgroup", c) / path.lstrip("/"))
             for _, controllers, path in (line.split(":", 2) for line in lines)

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from ares.sandbox.local import janitor
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 CHILD = textwrap.dedent(
@@ -83,6 +85,9 @@ def test_sigkill_of_the_host_kills_the_sandbox(tmp_path: Path) -> None:
 
         time.sleep(0.05)
     assert sleepers() == []
+    # What only a live host can undo (the disk limit's tmpfs, the cgroups) is swept by the next one.
+    janitor.sweep_stale(tmp_path / "state")
+    assert list((tmp_path / "state").iterdir()) == []
 
 
 UNPRIVILEGED = textwrap.dedent(

@@ -22,7 +22,6 @@ from ares.errors import SandboxError, SandboxUnavailableError
 from ares.policies import make_policy
 from ares.sandbox import SandboxSpec
 from ares.sandbox.local import LocalSandbox, OverlayMount, RootfsPlan
-from ares.sandbox.local.sandbox import INIT_SCRIPT
 from ares.sandbox.pool import PooledSandbox, WarmPool, spec_key
 from ares.tasks.verifier import FreezableSandbox
 
@@ -73,7 +72,7 @@ def sandbox_inits() -> list[int]:
     out = []
     for pid in descendants(os.getpid()):
         try:
-            if INIT_SCRIPT.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ares-init\0"):
                 out.append(pid)
         except OSError:
             pass

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ares.cli.doctor import doctor
 from ares.cli.export import export as export_command
 from ares.cli.images import app as images_app
 from ares.cli.sandboxes import app as sandboxes_app
@@ -33,6 +34,7 @@ err_console = Console(stderr=True)
 app.add_typer(images_app, name="images")
 app.add_typer(sandboxes_app, name="sandboxes")
 app.command("export")(export_command)
+app.command()(doctor)
 app.command()(view)
 
 

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ares.errors import SandboxUnavailableError
+from ares.errors import SandboxError, SandboxUnavailableError
 from ares.sandbox.local import janitor as local_janitor
 
 app = typer.Typer(help="Clean up sandboxes left behind by crashed processes.", no_args_is_help=True)
@@ -29,16 +29,26 @@ def gc(
     ] = None,
 ) -> None:
     """Remove local sandbox dirs and docker containers whose owner process is dead."""
-    for path in _sweep_local():
+    try:
+        removed, failures = _sweep_local()
+    except SandboxError as exc:
+        console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    for path in removed:
         console.print(f"removed local sandbox dir {path}")
+    for failure in failures:
+        console.print(f"[yellow]could not remove[/] {failure}", soft_wrap=True)
     _gc_docker(docker_host, everything=everything)
+    if failures:
+        raise typer.Exit(code=1)
 
 
-def _sweep_local() -> list[Path]:
+def _sweep_local() -> tuple[list[Path], list[str]]:
+    """(the stale dirs that are gone now, what could not be removed)."""
     root = local_janitor.state_root()
     before = set(root.iterdir())
-    local_janitor.sweep_stale(root)
-    return sorted(before - set(root.iterdir()))
+    failures = local_janitor.sweep_stale(root)
+    return sorted(before - set(root.iterdir())), failures
 
 
 def _gc_docker(docker_host: str | None, *, everything: bool) -> None:

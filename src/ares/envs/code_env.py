@@ -22,7 +22,13 @@ from ares.core.timestep import TimeStep, restart, termination, transition, trunc
 from ares.envs.command_log import CommandLog, CommandRecord
 from ares.envs.context_window import ContextWindow
 from ares.envs.episode import Episode
-from ares.errors import AgentError, EnvironmentStateError, TaskError, TaskNotFoundError
+from ares.errors import (
+    AgentError,
+    EnvironmentStateError,
+    SandboxCrashedError,
+    TaskError,
+    TaskNotFoundError,
+)
 from ares.llm.interceptor import AgentFinished, InterceptedLLMClient
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.sandbox.base import Sandbox, SandboxFactory
@@ -229,6 +235,10 @@ class CodeEnvironment:
         try:
             await self._stop_agent()
             error = self._agent_error()
+            if isinstance(error, SandboxCrashedError):
+                # The agent's own command took the sandbox down: its files still count, so verify
+                # them (where the backend can) and keep the crash on record instead of erroring.
+                episode.sandbox_crash, error = str(error), None
             if error is None and self._agent is not None and self._agent.cancelled() and limit is None:
                 error = AgentError("the agent task was cancelled from outside the environment")
             if error is not None:

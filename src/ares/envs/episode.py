@@ -45,6 +45,9 @@ class Episode:
     ended_at: float | None = None
     #: How many agent commands each resource limit stopped ("memory", "pids", "disk", ...).
     limit_hits: Counter[str] = field(default_factory=Counter)
+    #: Why the sandbox died under the agent's commands, when it did; the episode still went on to
+    #: verification with the agent's files (``errored`` is kept for faults the agent did not cause).
+    sandbox_crash: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def end(self, status: EpisodeStatus, error: BaseException | None = None) -> None:
@@ -70,6 +73,7 @@ class Episode:
             },
             "truncation": self.truncation,
             "limit_hits": dict(self.limit_hits),
+            "sandbox_crash": self.sandbox_crash,
             "verifier_stdout": self.verifier_stdout,
             "verifier_stderr": self.verifier_stderr,
             "started_at": self.started_at,

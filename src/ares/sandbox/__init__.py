@@ -8,6 +8,16 @@ from ares.sandbox.base import (
     Sandbox,
     SandboxFactory,
     SandboxSpec,
+    SeccompPolicy,
 )
 
-__all__ = ["ExecResult", "FileMap", "ImageSpec", "Resources", "Sandbox", "SandboxFactory", "SandboxSpec"]
+__all__ = [
+    "ExecResult",
+    "FileMap",
+    "ImageSpec",
+    "Resources",
+    "Sandbox",
+    "SandboxFactory",
+    "SandboxSpec",
+    "SeccompPolicy",
+]

@@ -17,7 +17,8 @@ class ExecResult:
     """What one command did. A timed out command has been killed with its whole process tree.
 
     ``limit_hit`` names the resource limit that stopped or hampered the command ("memory", "pids",
-    "disk", "cpu_time"), so a sandbox's limits are reported, not just felt.
+    "disk", "cpu_time"), so a sandbox's limits are reported, not just felt; "output" means the output
+    was longer than the sandbox keeps (its middle was dropped), which does not make the command fail.
     """
 
     stdout: str
@@ -29,7 +30,7 @@ class ExecResult:
 
     @property
     def ok(self) -> bool:
-        return self.exit_code == 0 and not self.timed_out and self.limit_hit is None
+        return self.exit_code == 0 and not self.timed_out and self.limit_hit in (None, "output")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,18 @@ class ImageSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SeccompPolicy:
+    """The syscall filter of a sandbox: ``default`` (Docker's default semantics) or ``unconfined``.
+
+    ``allow`` names syscalls the default profile denies that a task needs (e.g. ``perf_event_open``
+    for a profiling task); each is then allowed with any arguments.
+    """
+
+    profile: str = "default"
+    allow: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxSpec:
     """Everything a backend needs to start a sandbox for one episode."""
 
@@ -63,6 +76,7 @@ class SandboxSpec:
     workdir: str = "/workspace"
     env: Mapping[str, str] = field(default_factory=dict)
     hostname: str = "sandbox"
+    seccomp: SeccompPolicy = field(default_factory=SeccompPolicy)
 
 
 @runtime_checkable

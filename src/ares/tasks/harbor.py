@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ares.errors import TaskError, TaskNotFoundError
-from ares.sandbox.base import ImageSpec, Resources
+from ares.sandbox.base import ImageSpec, Resources, SeccompPolicy
 from ares.tasks.model import Task
 
 _DEFAULTS = Task(id="defaults", instruction="", tests={})
@@ -124,6 +124,7 @@ def load_harbor_task(path: Path) -> Task:
         image=_image(root, environment),
         resources=_resources(environment),
         network=_network(environment),
+        seccomp=_seccomp(environment),
         workdir=_workdir(root, environment),
         env=environment.str_map("env"),
         agent_timeout_s=agent_timeout,
@@ -255,7 +256,7 @@ def _network(env: _Section) -> bool:
         raise env.error(
             "network_mode",
             "is 'allowlist', but network allowlists are not supported by the local sandbox (it has either "
-            "no network or the host's)",
+            "no network or full user-mode networking)",
             f"use one of {allowed}",
         )
     if network is None:
@@ -267,6 +268,21 @@ def _network(env: _Section) -> bool:
             "keep only one of the two keys",
         )
     return network
+
+
+def _seccomp(env: _Section) -> SeccompPolicy:
+    """``seccomp = "unconfined"`` drops the syscall filter; ``seccomp_allow = ["perf_event_open"]``
+    allows syscalls the default filter denies (ARES extensions to Harbor's [environment])."""
+    profile = env.string("seccomp") or "default"
+    if profile not in ("default", "unconfined"):
+        raise env.error("seccomp", f"is {profile!r}", 'use "default" or "unconfined"')
+    allow = env.data.get("seccomp_allow", [])
+    if not isinstance(allow, list) or not all(isinstance(name, str) and name for name in allow):
+        raise env.error(
+            "seccomp_allow", f"must be a list of syscall names, {env.got('seccomp_allow')}",
+            'write e.g. seccomp_allow = ["perf_event_open"]',
+        )  # fmt: skip
+    return SeccompPolicy(profile=profile, allow=tuple(allow))
 
 
 def _workdir(root: Path, env: _Section) -> str:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ares.sandbox.base import FileMap, ImageSpec, Resources, SandboxSpec
+from ares.sandbox.base import FileMap, ImageSpec, Resources, SandboxSpec, SeccompPolicy
 
 #: A set of files for a task: a host directory, or in-memory files (relative path -> content).
 FileSource = Path | FileMap
@@ -27,6 +27,8 @@ class Task:
     image: ImageSpec = field(default_factory=ImageSpec)
     resources: Resources = field(default_factory=Resources)
     network: bool = False
+    #: The sandbox's syscall filter (a task that profiles or traces may need to relax it).
+    seccomp: SeccompPolicy = field(default_factory=SeccompPolicy)
     workdir: str = "/workspace"
     env: Mapping[str, str] = field(default_factory=dict)
     agent_timeout_s: float = 600.0
@@ -43,6 +45,7 @@ class Task:
             image=self.image,
             resources=self.resources,
             network=self.network,
+            seccomp=self.seccomp,
             workdir=self.workdir,
             env=dict(self.env),
         )

@@ -43,6 +43,7 @@ def episode_view(episode: EpisodeRecord) -> Json:
             "stdout": summary.get("verifier_stdout"),
             "stderr": summary.get("verifier_stderr"),
             "limit_hits": jsonable(summary.get("limit_hits")),
+            "sandbox_crash": summary.get("sandbox_crash"),
         },
         "turns": _turns(episode.steps),
     }

@@ -15,6 +15,7 @@ from ares.sandbox.docker import janitor
 from ares.sandbox.docker.client import api_message
 from ares.sandbox.docker.engine import DockerEngine
 from ares.sandbox.docker.limits import container_limits, is_storage_refusal
+from ares.sandbox.local import seccomp
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,8 @@ def _create(
     api = client.api
     network = engine.config.network_mode if spec.network else "none"
     limits = container_limits(spec.resources, storage=storage)
-    host_config = api.create_host_config(network_mode=network, **limits)
+    security = seccomp.docker_security_opt(spec.seccomp)
+    host_config = api.create_host_config(network_mode=network, security_opt=security, **limits)
     try:
         created = api.create_container(
             image, command=[PID1], entrypoint=["/bin/sh", "-c"], working_dir=spec.workdir,

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import TextIO
 
 from ares.errors import ImageBuildError
-from ares.sandbox.base import SandboxSpec
+from ares.sandbox.base import Resources, SandboxSpec
 from ares.sandbox.images.bases import BaseImage, base_plan, debian_base_key, resolve_base
 from ares.sandbox.images.cache import ImageCache, ImageRecord, LayerRecord, staged_dir
 from ares.sandbox.images.config import ImageConfig
@@ -44,6 +44,9 @@ BUILD_PASSTHROUGH = (
     "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "npm_config_registry",
 )  # fmt: skip
 DEFAULT_STEP_TIMEOUT_S = 1800.0
+#: Build steps get the default memory and process limits, but no disk tmpfs: their diff is committed
+#: by renaming it into the cache, which must be on the same filesystem.
+BUILD_RESOURCES = Resources(memory_mb=8192, pids=4096)
 CONFIG_ONLY = frozenset(
     {
         "ARG", "ENV", "USER", "SHELL", "LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "VOLUME", "STOPSIGNAL",
@@ -430,7 +433,11 @@ class _Build:
         env = {**state.args, **self.builder.build_env, **state.config.env}
         spec = SandboxSpec(network=True, workdir=state.config.workdir or "/", hostname="ares-build")
         sandbox = LocalSandbox(
-            spec, plan=state.plan, image_config=replace(state.config, env={}), scratch_dir=staged
+            spec,
+            plan=state.plan,
+            image_config=replace(state.config, env={}),
+            scratch_dir=staged,
+            default_resources=BUILD_RESOURCES,
         )
         await sandbox.start()
         try:

@@ -5,13 +5,21 @@ host's Python files are no longer visible, but the already-loaded interpreter ke
 
 Protocol on the inherited SOCK_SEQPACKET socket FD (one JSON message per packet):
   host -> init   config                      init -> host  {"stage": "unshared"}
-  host -> init   {"op": "mapped"}            (host has written uid/gid maps)
-                                             init -> host  {"stage": "ready", "pid": <host pid of pid 1>}
+  host -> init   {"op": "fds"} + fds         (idmapped layers and scratch when root-run; repeated)
+  host -> init   {"op": "mapped", ...}       (host has written uid/gid maps and attached cgroups)
+                                             init -> host  {"stage": "forked", "pid": <host pid of pid 1>}
+                                             init -> host  {"stage": "ready", "shell": ...}
   host -> init   {"op": "exec", ...} + fds [reply socket, stdin memfd?]
 A forked "shepherd" runs each command and answers on its own reply socket: a 4-byte length, a JSON
 header, then stdout and stderr bytes. Closing the control socket ends the sandbox.
+
+The host puts the init in the sandbox's cgroups before pid 1 exists (so every process is limited),
+with oom_score_adj -1000 inherited by pid 1 and the shepherds; commands get 500. Pid 1 keeps signals
+at their default action, which the kernel does not deliver to a pid namespace's init from inside it;
+a shepherd the agent kills only loses its own command's result.
 """
 
+import base64
 import contextlib
 import ctypes
 import errno
@@ -27,23 +35,24 @@ import struct
 import sys
 import time
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x4000000, 0x8000000
+CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x2000000, 0x4000000, 0x8000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
-MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
-PR_SET_DUMPABLE, PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = (
-    4,
-    1,
-    24,
-    38,
-    36,
-)
+PR_SET_DUMPABLE, PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 1, 24, 38
+PR_SET_CHILD_SUBREAPER, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 36, 22, 2
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
+SYS_MOVE_MOUNT, MOVE_MOUNT_F_EMPTY_PATH, AT_FDCWD = 429, 4, -100
 # Capabilities a sandboxed root keeps (the usual container default); all others leave the bounding set.
 KEEP_CAPS = {0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 27, 29, 31}
 DEV_NODES = ("null", "zero", "full", "random", "urandom", "tty")
-MAX_OUTPUT = 16 * 1024 * 1024
+# /proc as runc leaves it: kernel knobs read-only, files that leak host state masked.
+PROC_READONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+PROC_MASKED = ("kcore", "keys", "timer_list", "kmsg", "latency_stats", "sched_debug", "acpi", "scsi")
+CHUNK = 1 << 16
+# After a command exits, output still arriving from its background processes is read for this long.
+DRAIN_S = 0.05
 # Signals Python or init ignore that a command must see with their default action.
 RESET_SIGNALS = (
     signal.SIGPIPE,
@@ -70,6 +79,10 @@ SHELL_WORDS = frozenset(_SHELL_WORD_TEXT.split())
 libc = ctypes.CDLL(None, use_errno=True)
 
 
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
 def check(ret: int, what: str) -> int:
     if ret < 0:
         err = ctypes.get_errno()
@@ -86,23 +99,57 @@ def send(sock: socket.socket, msg: dict) -> None:
     sock.send(json.dumps(msg).encode())
 
 
-def recv(sock: socket.socket) -> dict:
-    data = sock.recv(1 << 20)
-    if not data:
-        raise EOFError("host closed the control socket")
-    return json.loads(data)
+def recv(sock: socket.socket, fds: list[int]) -> dict:
+    """The next message that is not an fd batch; fd batches are appended to ``fds``."""
+    while True:
+        data, got, _, _ = socket.recv_fds(sock, 1 << 20, 250)
+        if not data:
+            raise EOFError("host closed the control socket")
+        msg = json.loads(data)
+        if msg.get("op") != "fds":
+            return msg
+        fds.extend(got)
 
 
-def setup_filesystem(cfg: dict) -> None:
-    """Mount every overlay of the plan under cfg['root'], plus a minimal /dev."""
+# ---------------------------------------------------------------------- filesystem (outer init)
+def setup_filesystem(cfg: dict, fds: list[int], resolv: str | None) -> None:
+    """Mount every overlay of the plan on ``root/`` of the sandbox dir, plus a minimal /dev.
+
+    Layers and the scratch dir are first attached under a private staging tmpfs (idmapped clones
+    from the host, or bind mounts when unprivileged) and named relative to it, so the overlays'
+    mount options show no host path; the staging mounts are detached once the overlays hold them.
+    Paths are relative to the sandbox dir: once this process is the namespace's root (a host id that
+    may not search the host's state dir), only the sandbox dir and below are reachable.
+    """
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    root = cfg["root"]
+    os.chdir(cfg["scratch"])
+    become_namespace_root(cfg)
+    mount("tmpfs", "stage", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755,size=64k")
+    os.chdir("stage")
+    sources = [*cfg["layers"], cfg["scratch"]]
+    for index, source in enumerate(sources):
+        name = f"l{index}" if index < len(cfg["layers"]) else "s"
+        os.mkdir(name)
+        if cfg["idmapped"]:
+            check(libc.syscall(SYS_MOVE_MOUNT, fds[index], b"", AT_FDCWD, name.encode(),
+                               MOVE_MOUNT_F_EMPTY_PATH), f"attach layer {index}")  # fmt: skip
+        else:
+            mount(source, name, None, MS_BIND)
+    if resolv is not None:
+        with open("resolv.conf", "w") as f:
+            f.write(resolv)
     for m in cfg["mounts"]:
-        target = root + m["target"].rstrip("/")
-        opts = "lowerdir={},upperdir={},workdir={},userxattr".format(
-            ":".join(m["lower"]), m["upper"], m["work"]
-        )
-        mount("overlay", target or root, "overlay", 0, opts)
+        lower = ":".join(f"l{i}" for i in m["layers"])
+        opts = f"lowerdir={lower},upperdir=s/upper/{m['key']},workdir=s/work/{m['key']},userxattr"
+        mount("overlay", "../root" + m["target"].rstrip("/"), "overlay", 0, opts)
+    setup_dev("../root")
+    if resolv is not None:
+        bind_resolv_conf("../root", "resolv.conf")
+    os.chdir("..")
+    check(libc.umount2(b"stage", MNT_DETACH), "detach the staging mounts")
+
+
+def setup_dev(root: str) -> None:
     dev = root + "/dev"
     mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=65536k")
     for node in DEV_NODES:
@@ -124,10 +171,24 @@ def setup_filesystem(cfg: dict) -> None:
         mount("devpts", f"{dev}/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=620")
 
 
+def bind_resolv_conf(root: str, source: str) -> None:
+    """The user-mode network's resolver, read-only over /etc/resolv.conf (created if the image has none)."""
+    target = root + "/etc/resolv.conf"
+    if os.path.islink(target) or not os.path.isfile(target):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target)
+        os.close(os.open(target, os.O_CREAT | os.O_WRONLY, 0o644))
+    mount(source, target, None, MS_BIND)
+    mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
+
+# ---------------------------------------------------------------------- pid 1
 def enter_root(cfg: dict) -> None:
-    """As pid 1: mount /proc, pivot into the sandbox root and detach the host's root."""
-    root = cfg["root"]
-    mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    """As pid 1 (in the sandbox dir): mount and mask /proc, pivot into root/ and detach the host's root."""
+    root = "root"
+    proc = root + "/proc"
+    mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mask_proc(proc, root + "/dev/null")
     os.chdir(root)
     nr = SYS_PIVOT_ROOT.get(os.uname().machine)
     if nr is None:
@@ -137,21 +198,41 @@ def enter_root(cfg: dict) -> None:
     os.chdir("/")
 
 
+def mask_proc(proc: str, null: str) -> None:
+    locked = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    for name in PROC_READONLY:
+        path = f"{proc}/{name}"
+        if os.path.exists(path):
+            mount(path, path, None, MS_BIND | MS_REC)
+            mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | locked)
+    for name in PROC_MASKED:
+        path = f"{proc}/{name}"
+        if os.path.isdir(path):
+            mount("tmpfs", path, "tmpfs", MS_RDONLY | locked, "size=4k,mode=555")
+        elif os.path.exists(path):
+            mount(null, path, None, MS_BIND)
+
+
 def harden(cfg: dict) -> None:
     name = cfg["hostname"].encode()
     check(libc.sethostname(name, len(name)), "sethostname")
-    if not cfg["network"]:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # bring loopback up
-            ifreq = struct.pack("16sH14x", b"lo", 0)
-            flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, ifreq))[1]
-            fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:  # bring loopback up
+        ifreq = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s, 0x8913, ifreq))[1]
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14x", b"lo", flags | 1))
     for cap in range(cfg["cap_last"] + 1):
         if cap not in KEEP_CAPS:
             check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"drop capability {cap}")
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     check(libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "not dumpable")  # no ptrace of init from inside
+    if cfg.get("seccomp"):
+        program = base64.b64decode(cfg["seccomp"])
+        buf = ctypes.create_string_buffer(program, len(program))
+        fprog = SockFprog(len(program) // 8, ctypes.addressof(buf))
+        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp filter")
 
 
+# ---------------------------------------------------------------------- shepherds
 def descendants(ancestor: int) -> list[int]:
     parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -197,32 +278,138 @@ def reap(reaped: dict[int, int]) -> None:
         reaped[pid] = status
 
 
-def read_memfd(fd: int) -> bytes:
-    size = min(os.fstat(fd).st_size, MAX_OUTPUT)
-    return os.pread(fd, size, 0) if size else b""
+class Capture:
+    """A stream's output kept as a bounded head and tail; what falls in between is only counted."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+
+    def add(self, data: bytes) -> None:
+        if self.limit is None:
+            self.head += data
+            return
+        half = self.limit // 2
+        room = half - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            keep = self.limit - half
+            if len(self.tail) > 2 * keep:
+                self.dropped += len(self.tail) - keep
+                del self.tail[: len(self.tail) - keep]
+
+    def value(self) -> tuple[bytes, int]:
+        keep = 0 if self.limit is None else self.limit - self.limit // 2
+        if len(self.tail) > keep:
+            self.dropped += len(self.tail) - keep
+            del self.tail[: len(self.tail) - keep]
+        if not self.dropped:
+            return bytes(self.head + self.tail), 0
+        marker = f"\n[ares: {self.dropped} bytes of output omitted]\n".encode()
+        return bytes(self.head + marker + self.tail), self.dropped
+
+
+def collect(child: int, pipes: list[int], timeout: float | None, limit: int | None) -> tuple:
+    """Read the command's output until it exits (or times out), then what is left of it, briefly."""
+    captures = {fd: Capture(limit) for fd in pipes}
+    poller = select.poll()
+    for fd in pipes:
+        poller.register(fd, select.POLLIN)
+    pidfd = os.pidfd_open(child)
+    poller.register(pidfd, select.POLLIN)
+    open_pipes = set(pipes)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    timed_out, exited = False, False
+    reaped: dict[int, int] = {}
+    while not exited:
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic()) * 1000
+        events = poller.poll(wait)
+        if not events and deadline is not None and time.monotonic() >= deadline:
+            timed_out = True
+            kill_tree(reaped)
+            break
+        for fd, _ in events:
+            if fd == pidfd:
+                exited = True
+            elif not read_into(fd, captures[fd]):
+                poller.unregister(fd)
+                open_pipes.discard(fd)
+    os.close(pidfd)
+    drain_available(open_pipes, captures)
+    status = reaped[child] if child in reaped else os.waitpid(child, 0)[1]
+    return status, timed_out, captures, open_pipes
+
+
+def read_into(fd: int, capture: Capture) -> bool:
+    """Read one chunk; False at end of stream."""
+    try:
+        data = os.read(fd, CHUNK)
+    except BlockingIOError:
+        return True
+    if not data:
+        return False
+    capture.add(data)
+    return True
+
+
+def drain_available(open_pipes: set[int], captures: dict[int, Capture]) -> None:
+    """Output the command wrote before exiting is still in the pipes: read it without waiting for
+    background processes that hold them open (for at most DRAIN_S)."""
+    deadline = time.monotonic() + DRAIN_S
+    for fd in list(open_pipes):
+        os.set_blocking(fd, False)
+        while time.monotonic() < deadline:
+            try:
+                data = os.read(fd, CHUNK)
+            except BlockingIOError:
+                break
+            if not data:
+                open_pipes.discard(fd)
+                break
+            captures[fd].add(data)
+
+
+def discard_until_closed(open_pipes: set[int]) -> None:
+    """Background processes still hold the command's output pipes: keep reading them (and reaping
+    what this subreaper inherits) so they never block on a full pipe, until they close."""
+    for fd in open_pipes:
+        os.set_blocking(fd, True)
+    reaped: dict[int, int] = {}
+    while open_pipes:
+        ready, _, _ = select.select(list(open_pipes), [], [], 1.0)
+        for fd in ready:
+            if not os.read(fd, CHUNK):
+                open_pipes.discard(fd)
+        reap(reaped)
+        reaped.clear()
 
 
 def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) -> None:
     """Run one command as a subreaper so that a timeout can kill everything it started."""
-    apply_limits(req)
-    out, err = os.memfd_create("stdout"), os.memfd_create("stderr")
+    apply_rlimits(req)
     start = time.monotonic()
+    child, problem = None, None
     try:
         if req.get("user"):
             switch_user(req["user"], req["env"])
         os.chdir(req["cwd"])
     except LookupError as exc:
-        os.write(err, f"ares sandbox: {exc.args[0]}\n".encode())
-        child = None
+        problem = f"ares sandbox: {exc.args[0]}\n"
     except OSError as exc:
-        os.write(err, f"ares sandbox: cannot use working directory {req['cwd']!r}: {exc.strerror}\n".encode())
-        child = None
-    else:
+        problem = f"ares sandbox: cannot use working directory {req['cwd']!r}: {exc.strerror}\n"
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    if problem is None:
         stdin = stdin_fd if stdin_fd is not None else os.open("/dev/null", os.O_RDONLY)
         actions = [
             (os.POSIX_SPAWN_DUP2, stdin, 0),
-            (os.POSIX_SPAWN_DUP2, out, 1),
-            (os.POSIX_SPAWN_DUP2, err, 2),
+            (os.POSIX_SPAWN_DUP2, out_w, 1),
+            (os.POSIX_SPAWN_DUP2, err_w, 2),
         ]
         path, argv, env = direct_argv(req) or (shell, [shell, "-c", req["cmd"]], req["env"])
         try:
@@ -230,37 +417,40 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
                 path, argv, env, file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS, setsigmask=(),
             )  # fmt: skip
         except OSError as exc:  # e.g. the pids limit leaves no process to spawn
-            os.write(err, f"ares sandbox: cannot start the command: {exc.strerror}\n".encode())
-            child = None
-    timed_out, status = False, 126 << 8
+            problem = f"ares sandbox: cannot start the command: {exc.strerror}\n"
+    os.close(out_w)
+    os.close(err_w)
+    if child is not None and "oom_score_adj" in req:  # the command, not its shepherd, goes first
+        with contextlib.suppress(OSError), open(f"/proc/{child}/oom_score_adj", "w") as f:
+            f.write(str(req["oom_score_adj"]))
+    status, timed_out, open_pipes = 126 << 8, False, set()
+    captures = {out_r: Capture(None), err_r: Capture(None)}
     if child is not None:
-        pidfd = os.pidfd_open(child)
-        ready, _, _ = select.select([pidfd], [], [], req.get("timeout"))
-        timed_out = not ready
-        reaped: dict[int, int] = {}
-        if timed_out:
-            kill_tree(reaped)
-        status = reaped[child] if child in reaped else os.waitpid(child, 0)[1]
+        status, timed_out, captures, open_pipes = collect(
+            child, [out_r, err_r], req.get("timeout"), req.get("output_limit")
+        )
     code = os.waitstatus_to_exitcode(status)
-    duration = time.monotonic() - start
-    stdout, stderr = read_memfd(out), read_memfd(err)
+    stdout, out_dropped = captures[out_r].value()
+    stderr, err_dropped = captures[err_r].value()
+    if problem is not None:
+        stderr += problem.encode()
     header = json.dumps(
         {
             "exit_code": code if code >= 0 else 128 - code,
             "timed_out": timed_out,
-            "duration_s": duration,
+            "duration_s": time.monotonic() - start,
             "stdout_len": len(stdout),
             "stderr_len": len(stderr),
+            "output_dropped": out_dropped + err_dropped,
         }
     ).encode()
     reply.sendall(struct.pack("!I", len(header)) + header + stdout + stderr)
+    reply.close()
+    discard_until_closed(open_pipes)
 
 
-def apply_limits(req: dict) -> None:
-    """The command's limits, inherited by all it starts: first in line for the OOM killer, and rlimits."""
-    if "oom_score_adj" in req:
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-            f.write(str(req["oom_score_adj"]))
+def apply_rlimits(req: dict) -> None:
+    """The command's rlimits, inherited by all it starts."""
     for res, value in req.get("rlimits", ()):
         hard = resource.getrlimit(res)[1]
         cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -285,22 +475,25 @@ def switch_user(spec: str, env: dict) -> None:
     entry = next((e for e in passwd if user in (e[0], e[2])), None)
     if entry is None and not user.isdigit():
         raise LookupError(f"unable to find user {user}: no matching entries in passwd file")
-    uid = int(entry[2]) if entry else int(user)
-    gid = int(entry[3]) if entry else uid
+    try:
+        uid = int(entry[2]) if entry else int(user)
+        gid = int(entry[3]) if entry else uid
+    except ValueError as exc:
+        raise LookupError(f"unable to find user {user}: malformed passwd entry") from exc
     if group:
         match = next((g for g in groups if group in (g[0], g[2])), None)
         if match is None and not group.isdigit():
             raise LookupError(f"unable to find group {group}: no matching entries in group file")
-        gid = int(match[2]) if match else int(group)
+        gid = int(match[2]) if match and match[2].isdigit() else int(group) if group.isdigit() else gid
     name = entry[0] if entry else None
-    extra = [int(g[2]) for g in groups if name and len(g) > 3 and name in g[3].split(",")]
+    extra = [int(g[2]) for g in groups if name and len(g) > 3 and g[2].isdigit() and name in g[3].split(",")]
     try:
         os.setgroups(sorted({gid, *extra}))
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     except OSError as exc:  # e.g. an unprivileged sandbox maps only uid 0
         raise LookupError(f"cannot switch to user {spec} (uid {uid}): {exc.strerror}") from exc
-    if entry and env.get("HOME") == "/root" and uid != 0:
+    if entry and env.get("HOME") == "/root" and uid != 0 and len(entry) > 5:
         env["HOME"] = entry[5]
 
 
@@ -348,11 +541,11 @@ def fork_shepherd(ctl: socket.socket, shell: str) -> socket.socket | None:
     if pid:
         shepherd_end.close()
         return init_end
-    init_end.close()
-    ctl.close()
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     try:
+        init_end.close()
+        ctl.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         data, fds, _, _ = socket.recv_fds(shepherd_end, 1 << 20, 2)
         if data and fds:
             for fd in fds:
@@ -362,9 +555,23 @@ def fork_shepherd(ctl: socket.socket, shell: str) -> socket.socket | None:
                     shepherd(json.loads(data), reply, fds[1] if len(fds) > 1 else None, shell)
                 except Exception as exc:
                     header = json.dumps({"error": f"{type(exc).__name__}: {exc}"}).encode()
-                    reply.sendall(struct.pack("!I", len(header)) + header)
+                    with contextlib.suppress(OSError):
+                        reply.sendall(struct.pack("!I", len(header)) + header)
     finally:
         os._exit(0)
+
+
+def hand_over(spare: socket.socket | None, data: bytes, fds: list[int]) -> bool:
+    """Give a request to a spare shepherd; False if there is none or it was killed meanwhile."""
+    if spare is None:
+        return False
+    try:
+        socket.send_fds(spare, [data], fds)
+    except OSError:
+        return False
+    finally:
+        spare.close()
+    return True
 
 
 def serve(ctl: socket.socket, shell: str) -> None:
@@ -377,35 +584,64 @@ def serve(ctl: socket.socket, shell: str) -> None:
         if not data:
             return
         if fds:
-            spare = spare or fork_shepherd(ctl, shell)
-            if spare is None:
-                refuse(fds[0], "ares sandbox: cannot start the command: no process can be forked now\n")
-            else:
-                socket.send_fds(spare, [data], fds)
-                spare.close()
+            if not hand_over(spare, data, fds):  # an agent may kill the spare (kill -9 -1)
+                retry = fork_shepherd(ctl, shell)
+                if not hand_over(retry, data, fds):
+                    refuse(fds[0], "ares sandbox: cannot start the command: no process can be forked now\n")
             for fd in fds:
                 os.close(fd)
             spare = fork_shepherd(ctl, shell)
 
 
+# ---------------------------------------------------------------------- start-up
+def become_namespace_root(cfg: dict) -> None:
+    """Root-run sandboxes: take uid/gid 0 of the new namespace (a host id of the sandbox's range)."""
+    if cfg["idmapped"]:
+        os.setgroups([])
+        os.setresgid(0, 0, 0)
+        os.setresuid(0, 0, 0)
+
+
+def scrub_cmdline() -> None:
+    """Overwrite this process's argv memory with "ares-init", so /proc/1/cmdline inside the sandbox
+    shows no host path (the interpreter and this script's location)."""
+    with open("/proc/self/stat", "rb") as f:
+        stat = f.read()
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48 and 49 of stat)
+    title = b"ares-init"[: end - start - 1]
+    ctypes.memset(start, 0, end - start)
+    ctypes.memmove(start, title, len(title))
+
+
 def main() -> None:
     ctl = socket.socket(fileno=int(sys.argv[1]))
+    scrub_cmdline()
     host_pid = os.getppid()
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != host_pid:
         os._exit(1)
+    fds: list[int] = []
     try:
-        cfg = recv(ctl)
+        cfg = recv(ctl, fds)
+        # Out of the OOM killer's reach, for pid 1 and every shepherd (needs root; unprivileged they
+        # stay at 0, still below the commands' 500).
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(cfg["oom_score_adj"]))
         with open("/proc/sys/kernel/cap_last_cap") as f:
             cfg["cap_last"] = int(f.read())
-        flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
-        if not cfg["network"]:
-            flags |= CLONE_NEWNET
+        flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
         check(libc.unshare(flags), "unshare")
         send(ctl, {"stage": "unshared"})
-        if recv(ctl).get("op") != "mapped":
+        mapped = recv(ctl, fds)
+        if mapped.get("op") != "mapped":
             os._exit(1)
-        setup_filesystem(cfg)
+        # Now that the host has put us in the sandbox's cgroups, they become the root of what
+        # /proc/self/cgroup shows inside (no host cgroup path).
+        check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup namespace")
+        setup_filesystem(cfg, fds, mapped.get("resolv"))
+        for fd in fds:
+            os.close(fd)
     except Exception as exc:
         send(ctl, {"stage": "error", "error": f"{type(exc).__name__}: {exc}"})
         os._exit(1)
@@ -423,6 +659,8 @@ def main() -> None:
         shell = next((s for s in ("/bin/bash", "/bin/sh") if os.path.exists(s)), None)
         if shell is None:
             raise FileNotFoundError("the image has neither /bin/bash nor /bin/sh")
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
+            signal.signal(sig, signal.SIG_DFL)  # a pid namespace's init never gets these from inside
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps orphans for pid 1
         send(ctl, {"stage": "ready", "shell": shell})
     except Exception as exc:

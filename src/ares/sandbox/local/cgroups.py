@@ -1,8 +1,10 @@
 """Per-sandbox cgroups, nested under this process's own cgroup (v1 hierarchies or the v2 unified one).
 
 The host attaches a sandbox's init before the init starts any command, so every process of the
-sandbox is accounted, and removes the cgroups once those processes are gone. Names are
-``ares-<host pid>-<sandbox id>``: a later process sweeps those whose creator has died.
+sandbox is accounted, and removes the cgroups once those processes are gone. They live in a parent
+of their own, ``<own cgroup>/ares-sandboxes/ares-<host pid>-<sandbox id>``: a later process sweeps
+the children of that parent whose creator has died, and nothing else (a cgroup elsewhere that
+happens to have such a name belongs to someone else).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CONTROLLERS = ("memory", "pids", "cpu")
+#: The cgroup, below this process's own, that holds every sandbox cgroup.
+PARENT = "ares-sandboxes"
+#: How often ``CgroupSet.add`` recreates the parent when another sandbox's removal races it away.
+PARENT_RETRIES = 5
 NAME = re.compile(r"ares-(\d+)-[0-9a-f]+")
 #: How long ``remove`` waits for the processes of a killed sandbox to leave its cgroups.
 REMOVE_PATIENCE_S = 2.0
@@ -112,12 +118,10 @@ class CgroupSet:
 
     def add(self, controller: str, hierarchy: Hierarchy, settings: Sequence[tuple[str, str, bool]]) -> Path:
         """Create (or reuse, under v2) the controller's cgroup and write ``(file, value, required)``."""
-        path = hierarchy.own / self.name
+        path = hierarchy.own / PARENT / self.name
         if hierarchy.version == 2:
             _enable_v2(hierarchy.own, controller)
-        created = not path.exists()
-        if created:
-            path.mkdir()
+        created = _make(path, controller if hierarchy.version == 2 else None)
         try:
             for file, value, required in settings:
                 if required or (path / file).exists():
@@ -154,8 +158,39 @@ class CgroupSet:
         """Remove every cgroup, SIGKILLing stragglers first; waits briefly for dying processes."""
         for path in dict.fromkeys(self.dirs.values()):
             remove_cgroup(path)
+        for parent in {path.parent for path in self.dirs.values()}:
+            _remove_parent(parent)
         self.dirs.clear()
         self._counters.clear()
+
+
+def _make(path: Path, v2_controller: str | None) -> bool:
+    """mkdir a sandbox cgroup (False if it exists: v2 shares one) and, on demand, its parent.
+
+    Retried because the last sandbox to leave the parent, in another thread or process, rmdirs it.
+    """
+    for _ in range(PARENT_RETRIES - 1):
+        with contextlib.suppress(FileNotFoundError):
+            return _make_once(path, v2_controller)
+    return _make_once(path, v2_controller)
+
+
+def _make_once(path: Path, v2_controller: str | None) -> bool:
+    with contextlib.suppress(FileExistsError):
+        path.parent.mkdir()
+    if v2_controller is not None:
+        _enable_v2(path.parent, v2_controller)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return False
+    return True
+
+
+def _remove_parent(parent: Path) -> None:
+    """rmdir the shared parent once it is empty, so no cgroup of ours outlives its sandboxes."""
+    with contextlib.suppress(OSError):  # EBUSY: sandboxes of this or another process are still in it
+        parent.rmdir()
 
 
 def _enable_v2(parent: Path, controller: str) -> None:
@@ -189,23 +224,25 @@ def remove_cgroup(path: Path) -> bool:
 
 
 def sweep_stale() -> None:
-    """Remove the ARES cgroups of processes that no longer exist, in every hierarchy we use."""
-    roots = {h.mount for h in available().values() if isinstance(h, Hierarchy)}
-    for root in roots:
-        for dirpath, dirnames, _ in os.walk(root):
-            for name in list(dirnames):
-                match = NAME.fullmatch(name)
-                if match is None:
-                    continue
-                dirnames.remove(name)
-                if not _alive(int(match.group(1))):
-                    remove_cgroup(Path(dirpath) / name)
+    """Remove the sandbox cgroups of processes that no longer exist: the children of our ``PARENT``."""
+    parents = {h.own / PARENT for h in available().values() if isinstance(h, Hierarchy)}
+    for parent in parents:
+        try:
+            with os.scandir(parent) as entries:
+                names = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        except OSError:  # no sandbox was ever made here, or we may not look
+            continue
+        for name in names:
+            match = NAME.fullmatch(name)
+            if match is not None and not _alive(int(match.group(1))):
+                remove_cgroup(parent / name)
+        _remove_parent(parent)
 
 
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:
         return True

@@ -3,23 +3,29 @@
 Every running sandbox registers its host pids and state dir here. At interpreter exit (atexit,
 SIGTERM, SIGINT via KeyboardInterrupt) they are killed, their limits released (cgroups removed, disk
 tmpfs unmounted) and their dirs removed. Dirs, mounts and cgroups left by a process that died
-without cleanup (SIGKILL) are swept the next time a process starts a sandbox.
+without cleanup (SIGKILL) are swept the next time a process starts a sandbox. The dirs hold what
+the agent wrote, so removing them never follows a symlink (see ``rmtree``).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
-import shutil
 import signal
+import stat
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from ares.errors import SandboxError
 from ares.sandbox.local import cgroups, limits
+from ares.sandbox.local.rmtree import remove_tree
+
+logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
 _live: dict[str, tuple[list[int], Path, Callable[[], None] | None]] = {}
@@ -27,44 +33,79 @@ _installed = False
 
 
 def state_root() -> Path:
-    """Where sandboxes of this user keep their layers: ``$TMPDIR/ares-<uid>``."""
+    """Where sandboxes of this user keep their layers: ``$TMPDIR/ares-<uid>`` or ``$ARES_SANDBOX_DIR``.
+
+    Root's sandboxes live there, so a dir someone else created (or a symlink they planted) under that
+    name in a shared /tmp is refused rather than used.
+    """
     override = os.environ.get("ARES_SANDBOX_DIR")
-    root = Path(override) if override else Path(tempfile.gettempdir()) / f"ares-{os.getuid()}"
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    root = Path(os.path.abspath(override or Path(tempfile.gettempdir()) / f"ares-{os.getuid()}"))
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(root, 0o700)
+    problem = _not_private(root)
+    if problem is not None:
+        raise SandboxError(
+            f"refusing to use {root} as the sandbox state dir: {problem}. Remove it if it is yours, or "
+            "set ARES_SANDBOX_DIR to a directory of your own that no one else can write to (mode 0700)"
+        )
     return root
 
 
-def remove_tree(path: Path) -> None:
-    """rm -rf that also handles the mode-000 dirs overlayfs leaves in its work dirs."""
-
-    def make_writable(func: object, p: str, _exc: object) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), 0o700)
-            os.chmod(p, 0o700)
-        with contextlib.suppress(OSError):
-            if os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                os.unlink(p)
-
-    if path.exists():
-        shutil.rmtree(path, onerror=make_writable)
+def _not_private(path: Path) -> str | None:
+    """Why ``path`` is not a dir only this user controls, or None if it is."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symlink"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    if st.st_uid != os.geteuid():
+        return f"it is owned by uid {st.st_uid}, not by this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"it is writable by its group or by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
 
 
-def sweep_stale(root: Path) -> None:
-    """Remove process dirs (named ``<pid>-...``) whose process no longer exists, and stale ARES cgroups."""
-    for entry in root.iterdir():
-        pid_text = entry.name.split("-", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid():
+def sweep_stale(root: Path) -> list[str]:
+    """Remove process dirs (named ``<pid>-...``) whose process no longer exists, and stale ARES cgroups.
+
+    Entries are never followed: a symlink is removed as a link. One entry that cannot be removed does
+    not stop the others; what was left is logged and returned.
+    """
+    failures: list[str] = []
+    try:
+        with os.scandir(root) as it:
+            entries = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in it]
+    except OSError as exc:
+        entries = []
+        failures.append(f"{root}: {exc.strerror or exc}")
+    for name, is_dir in entries:
+        pid_text = name.split("-", 1)[0]
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
             continue
+        path = root / name
         try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
-            limits.unmount_under(entry)
-            remove_tree(entry)
-        except PermissionError:
-            pass
-    cgroups.sweep_stale()
+            if is_dir:
+                limits.unmount_under(path)
+            failures += remove_tree(path)
+        except OSError as exc:
+            failures.append(f"{path}: {exc.strerror or exc}")
+    try:
+        cgroups.sweep_stale()
+    except OSError as exc:
+        logger.warning("cannot sweep stale sandbox cgroups: %s", exc)
+    return failures
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` exists (a pid that cannot be a process's counts as dead)."""
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def register(sandbox_id: str, pids: list[int], path: Path, release: Callable[[], None] | None = None) -> None:

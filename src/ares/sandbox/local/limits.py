@@ -5,7 +5,7 @@ one and why, so a limit that cannot be enforced is reported rather than silently
 
 - memory: the memory cgroup (swap included), else RLIMIT_AS per process (virtual memory);
 - pids: the pids cgroup, else RLIMIT_NPROC (counted per user, which a user namespace makes per
-  sandbox; host uid 0 is exempt from it);
+  sandbox; sandbox root is never host uid 0, which would be exempt);
 - cpus: the cpu cgroup's CFS quota, else nothing (no rlimit caps a CPU share);
 - storage: the sandbox's dir (its upper and work dirs) on a tmpfs of that size, else RLIMIT_FSIZE
   per file. tmpfs pages are memory: with both limits set, files count toward the memory limit.
@@ -39,8 +39,18 @@ MODE_ENV = "ARES_SANDBOX_LIMITS"
 #: ARES's own processes in a sandbox (outer init, pid 1, the spare and the running shepherd) are
 #: not counted against the pids limit.
 OWN_PROCESSES = 4
-#: Commands run with this OOM score, so the kernel kills them, not the sandbox's init, when memory runs out.
+#: Commands run with this OOM score, so the kernel kills them when memory runs out...
 COMMAND_OOM_SCORE_ADJ = 500
+#: ...and never ARES's init and shepherds, which the host sets to this (the kernel's "never").
+HELPER_OOM_SCORE_ADJ = -1000
+#: What every sandbox gets when its task asks for nothing (a field set by the task wins).
+DEFAULT_RESOURCES = Resources(memory_mb=4096, pids=4096, storage_mb=4096)
+#: Under rlimits, a default memory limit caps virtual memory this high: runtimes reserve far more
+#: address space than they use (a JVM reserves its heap, V8 a 4 GiB cage), so the task's own figure
+#: is used only when the task sets one.
+DEFAULT_VIRTUAL_MB = 16384
+#: Each of stdout and stderr keeps at most this much of a command's output (half head, half tail).
+DEFAULT_OUTPUT_BYTES = 4 * 1024 * 1024
 CPU_PERIOD_US = 100_000
 MIB = 1 << 20
 #: A tmpfs with less room than this after a failed command counts as full.
@@ -96,6 +106,17 @@ def requested(resources: Resources) -> bool:
     return any(getattr(resources, f.name) is not None for f in fields(resources))
 
 
+def with_defaults(resources: Resources, defaults: Resources) -> Resources:
+    """``resources`` with every unset field taken from ``defaults``."""
+    return Resources(
+        **{
+            f.name: getattr(resources, f.name) if getattr(resources, f.name) is not None
+            else getattr(defaults, f.name)
+            for f in fields(resources)
+        }
+    )  # fmt: skip
+
+
 @functools.cache
 def can_mount() -> bool:
     """Whether this process may mount a tmpfs (CAP_SYS_ADMIN in its effective set)."""
@@ -121,12 +142,14 @@ class SandboxLimits:
     and ``attach``, observed around each command by ``counters``/``limit_hit``, undone by ``release``.
     """
 
-    def __init__(self, resources: Resources, mode: LimitMode) -> None:
+    def __init__(self, resources: Resources, mode: LimitMode, requested: Resources | None = None) -> None:
+        """``requested`` is what the task itself set (the rest of ``resources`` are defaults)."""
         self.resources = resources
+        self.requested = resources if requested is None else requested
         self.mode = mode
         self.report = LimitsReport()
-        #: Extra fields of every exec request: rlimits and OOM score for the command's shepherd.
-        self.request_fields: dict[str, Any] = {}
+        #: Extra fields of every exec request: rlimits and the command's OOM score.
+        self.request_fields: dict[str, Any] = {"oom_score_adj": COMMAND_OOM_SCORE_ADJ}
         self._tmpfs_mb = resources.storage_mb if mode == "auto" and can_mount() else None
         self._tmpfs: Path | None = None
         self._cgroups: cgroups.CgroupSet | None = None
@@ -171,10 +194,12 @@ class SandboxLimits:
         v2 = [("memory.max", size, True), ("memory.swap.max", "0", False)]
         enforced = self._cgroup("memory", v1, v2, f"{mb} MiB, swap included")
         if isinstance(enforced, Enforcement):
-            self.request_fields["oom_score_adj"] = COMMAND_OOM_SCORE_ADJ
             return enforced
-        self._rlimits.append((resource.RLIMIT_AS, mb * MIB))
-        return Enforcement("rlimit", f"{enforced}; RLIMIT_AS caps each process's virtual memory")
+        virtual = mb if self.requested.memory_mb is not None else max(mb, DEFAULT_VIRTUAL_MB)
+        self._rlimits.append((resource.RLIMIT_AS, virtual * MIB))
+        return Enforcement(
+            "rlimit", f"{enforced}; RLIMIT_AS caps each process's virtual memory at {virtual} MiB"
+        )
 
     def _pids(self, pids: int) -> Enforcement:
         cap = pids + OWN_PROCESSES
@@ -182,8 +207,6 @@ class SandboxLimits:
         enforced = self._cgroup("pids", setting, setting, f"pids.max {cap}, {OWN_PROCESSES} for ARES itself")
         if isinstance(enforced, Enforcement):
             return enforced
-        if os.geteuid() == 0:
-            return Enforcement("unenforced", f"{enforced}; RLIMIT_NPROC does not bind host uid 0")
         self._rlimits.append((resource.RLIMIT_NPROC, cap))
         return Enforcement("rlimit", f"{enforced}; RLIMIT_NPROC counts the sandbox user's processes")
 

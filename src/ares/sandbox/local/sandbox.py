@@ -1,18 +1,21 @@
 """LocalSandbox: the embedded default backend (namespaces + overlayfs, no daemon).
 
-The host starts ``_init.py`` with the current interpreter; it enters new user, mount, pid, ipc, uts
-(and net, unless the task wants the network) namespaces, mounts the overlay root and becomes pid 1.
-Commands are sent over a SOCK_SEQPACKET socket with a per-command reply socket passed along, so
-concurrent ``exec`` calls never share a stream. Killing pid 1 tears the whole sandbox down: every
-process in its pid namespace dies and its mounts vanish with its mount namespace.
+The host starts ``_init.py`` with the current interpreter; it enters new user, mount, pid, ipc, uts,
+cgroup and network namespaces, mounts the overlay root and becomes pid 1. Run as root, sandbox root is
+an unprivileged host id range (``userns``) and the image layers are idmapped clones; unprivileged, it
+is the invoking user. Commands are sent over a SOCK_SEQPACKET socket with a per-command reply socket
+passed along, so concurrent ``exec`` calls never share a stream. Killing pid 1 tears the whole sandbox
+down: every process in its pid namespace dies and its mounts vanish with its mount namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
+import select
 import shlex
 import signal
 import socket
@@ -20,15 +23,18 @@ import struct
 import sys
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ares.errors import SandboxCrashedError, SandboxError, SandboxUnavailableError
-from ares.sandbox.base import ExecResult, FileMap, ImageSpec, SandboxSpec, StartStopContext
+from ares.sandbox.base import ExecResult, FileMap, ImageSpec, Resources, SandboxSpec, StartStopContext
 from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.images.config import ImageConfig
-from ares.sandbox.local import janitor, limits, workspace
+from ares.sandbox.local import janitor, limits, seccomp, userns, workspace
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
 from ares.sandbox.local.rootfs import RootfsPlan
+
+if TYPE_CHECKING:
+    from ares.sandbox.local.network import UserNetwork
 
 INIT_SCRIPT = str(Path(__file__).with_name("_init.py"))
 DEFAULT_ENV = {
@@ -40,6 +46,9 @@ DEFAULT_ENV = {
 START_TIMEOUT_S = 30.0
 # How long past a command's own timeout we wait before declaring the sandbox unresponsive.
 EXEC_GRACE_S = 30.0
+#: File descriptors per control message (the kernel takes at most 253).
+FDS_PER_MESSAGE = 200
+KILLED_FROM_INSIDE = "ares sandbox: the command's supervisor was killed from inside the sandbox\n"
 
 
 async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
@@ -63,16 +72,21 @@ class LocalSandbox(StartStopContext):
         image_config: ImageConfig | None = None,
         scratch_dir: Path | None = None,
         limit_mode: LimitMode | None = None,
+        default_resources: Resources = limits.DEFAULT_RESOURCES,
+        output_limit: int | None = limits.DEFAULT_OUTPUT_BYTES,
     ) -> None:
         """``plan``/``image_config`` pin the filesystem and defaults (otherwise ``spec.image`` is
         resolved, building a Dockerfile on first use); ``scratch_dir`` is where the sandbox's upper
         dirs live (the image builder keeps them on the cache's filesystem to commit them as layers);
-        ``limit_mode="rlimit"`` (or ``$ARES_SANDBOX_LIMITS=rlimit``) enforces ``spec.resources`` with
-        rlimits only, as for an unprivileged user."""
+        ``limit_mode="rlimit"`` (or ``$ARES_SANDBOX_LIMITS=rlimit``) enforces limits with rlimits only,
+        as for an unprivileged user. ``default_resources`` fill what ``spec.resources`` leaves unset
+        (``Resources()`` for none); ``output_limit`` bounds each output stream of ``exec`` (bytes)."""
         self.spec = spec or SandboxSpec()
         self._plan = plan
         self._image_config = image_config or ImageConfig()
         self._scratch_dir = scratch_dir
+        self._default_resources = default_resources
+        self._output_limit = output_limit
         self._dir: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._ctl: socket.socket | None = None
@@ -82,11 +96,18 @@ class LocalSandbox(StartStopContext):
         self._limit_mode = limits.resolve_mode(limit_mode)
         self._limits: SandboxLimits | None = None
         self._limits_report: LimitsReport | None = None
+        self._ids: userns.IdRange | None = None
+        self._network: UserNetwork | None = None
 
     # ------------------------------------------------------------------ lifecycle
     @property
     def running(self) -> bool:
         return self._ctl is not None
+
+    @property
+    def crashed(self) -> str | None:
+        """Why the sandbox died on its own (None while it runs or after a plain ``stop()``)."""
+        return None if self._crashed == "the sandbox was stopped" else self._crashed
 
     @property
     def diff_dir(self) -> Path:
@@ -97,10 +118,24 @@ class LocalSandbox(StartStopContext):
 
     @property
     def limits(self) -> LimitsReport:
-        """How each limit of ``spec.resources`` is enforced (cgroup, rlimit, tmpfs or not at all), and why."""
+        """How each limit is enforced (cgroup, rlimit, tmpfs or not at all), and why."""
         if self._limits_report is None:
             raise SandboxError("the sandbox has not been started")
         return self._limits_report
+
+    @property
+    def host_pid(self) -> int:
+        """The host pid of the sandbox's pid 1 (read its /proc entries from the host side)."""
+        if not self._pids:
+            raise SandboxError("the sandbox is not running")
+        return self._pids[0]
+
+    @property
+    def host_ids(self) -> tuple[int, int]:
+        """(first host id, count) that sandbox ids 0.. map to."""
+        if self._ids is not None:
+            return self._ids.first, self._ids.size
+        return os.geteuid(), 1
 
     @property
     def plan(self) -> RootfsPlan:
@@ -114,24 +149,30 @@ class LocalSandbox(StartStopContext):
         self._crashed = None
         if self._plan is None:
             self._plan, self._image_config = await resolve_image(self.spec.image)
-        if limits.requested(self.spec.resources):
-            self._limits = SandboxLimits(self.spec.resources, self._limit_mode)
+        program = seccomp.cached(self.spec.seccomp)
+        if program is ...:
+            program = await asyncio.to_thread(seccomp.compile_filter, self.spec.seccomp)
+        resources = limits.with_defaults(self.spec.resources, self._default_resources)
+        if limits.requested(resources):
+            self._limits = SandboxLimits(resources, self._limit_mode, self.spec.resources)
         prepare = None if self._limits is None else self._limits.mount_storage
         self._dir = workspace.new_sandbox_dir(self._plan, self._scratch_dir, prepare)
         root_upper = self._dir / "upper" / "_root"
         (root_upper / self.spec.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
         try:
+            if userns.root_mapped():
+                self._ids = await asyncio.to_thread(userns.allocate)
             if self._limits is not None:
                 await asyncio.to_thread(self._limits.setup, self._dir)
             self._limits_report = self._limits.report if self._limits is not None else LimitsReport()
-            await asyncio.wait_for(self._launch(), START_TIMEOUT_S)
+            await asyncio.wait_for(self._launch(program), START_TIMEOUT_S)
         except BaseException as exc:
             await self.stop()
             if isinstance(exc, TimeoutError):
                 raise SandboxError(f"the sandbox did not start within {START_TIMEOUT_S:.0f}s") from exc
             raise
 
-    async def _launch(self) -> None:
+    async def _launch(self, program: bytes | None) -> None:
         assert self._dir is not None and self._plan is not None
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         host_end.setblocking(False)
@@ -144,29 +185,40 @@ class LocalSandbox(StartStopContext):
                 stdout=log, stderr=log, cwd="/",
             )  # fmt: skip
         self._pids = [self._proc.pid]
-        release = None if self._limits is None else self._limits.release
-        janitor.register(str(id(self)), self._pids, self._dir, release)
-        mounts = [
-            {
-                "target": m.target,
-                "lower": list(m.lower),
-                "upper": str(self._dir / "upper" / m.key),
-                "work": str(self._dir / "work" / m.key),
-            }
-            for m in self._plan.mounts
-        ]
+        janitor.register(str(id(self)), self._pids, self._dir, self._release_limits)
+        layers = list(dict.fromkeys(path for m in self._plan.mounts for path in m.lower))
+        index = {path: i for i, path in enumerate(layers)}
         config = {
             "root": str(self._dir / "root"),
-            "mounts": mounts,
-            "network": self.spec.network,
+            "stage": str(self._dir / "stage"),
+            "scratch": str(self._dir),
+            "layers": layers,
+            "mounts": [
+                {"target": m.target, "layers": [index[p] for p in m.lower], "key": m.key}
+                for m in self._plan.mounts
+            ],
             "hostname": self.spec.hostname,
+            "idmapped": self._ids is not None,
+            "seccomp": None if program is None else base64.b64encode(program).decode(),
+            "oom_score_adj": limits.HELPER_OOM_SCORE_ADJ,
         }
         await self._send(json.dumps(config).encode())
         await self._expect("unshared")
-        await asyncio.to_thread(self._write_id_maps, self._proc.pid)
-        if self._limits is not None:  # before pid 1 exists, so every process of the sandbox is inside
-            await asyncio.to_thread(self._limits.attach, self._proc.pid)
-        await self._send(b'{"op": "mapped"}')
+        pid = self._proc.pid
+        fds = await asyncio.to_thread(self._map_ids, pid, [*layers, str(self._dir)])
+        resolv = None
+        if self.spec.network:
+            from ares.sandbox.local import network  # pasta/slirp4netns only for sandboxes that want it
+
+            self._network = await network.attach(pid)
+            resolv = self._network.resolv_conf
+        try:
+            for i in range(0, len(fds), FDS_PER_MESSAGE):
+                await self._send(b'{"op": "fds"}', fds[i : i + FDS_PER_MESSAGE])
+        finally:
+            for fd in fds:
+                os.close(fd)
+        await self._send(json.dumps({"op": "mapped", "resolv": resolv}).encode())
         stages: dict[str, dict[str, Any]] = {}
         while not {"forked", "ready"} <= stages.keys():
             msg = await self._recv_stage()
@@ -175,21 +227,39 @@ class LocalSandbox(StartStopContext):
                 self._pids.insert(0, int(msg["pid"]))
         self._shell = stages["ready"]["shell"]
 
-    @staticmethod
-    def _write_id_maps(pid: int) -> None:
-        """Root maps ids one to one (capabilities stay confined to the namespace); others map themselves."""
+    def _map_ids(self, pid: int, mounts: list[str]) -> list[int]:
+        """Write the init's uid/gid maps and put it in the sandbox's cgroups; return idmapped clones
+        of ``mounts`` when root-run (for the init to mount)."""
         proc = Path(f"/proc/{pid}")
-        if os.geteuid() == 0:
-            (proc / "uid_map").write_text("0 0 4294967295\n")
-            (proc / "gid_map").write_text("0 0 4294967295\n")
-        else:
-            (proc / "setgroups").write_text("deny\n")
-            (proc / "uid_map").write_text(f"0 {os.geteuid()} 1\n")
-            (proc / "gid_map").write_text(f"0 {os.getegid()} 1\n")
+        fds: list[int] = []
+        try:
+            if self._ids is not None:
+                (proc / "uid_map").write_text(self._ids.map_line())
+                (proc / "gid_map").write_text(self._ids.map_line())
+                user_ns = os.open(proc / "ns" / "user", os.O_RDONLY | os.O_CLOEXEC)
+                try:
+                    for path in mounts:
+                        fds.append(userns.idmapped_clone(path, user_ns))
+                finally:
+                    os.close(user_ns)
+            else:
+                (proc / "setgroups").write_text("deny\n")
+                (proc / "uid_map").write_text(f"0 {os.geteuid()} 1\n")
+                (proc / "gid_map").write_text(f"0 {os.getegid()} 1\n")
+            if self._limits is not None:  # before pid 1 exists, so every process of the sandbox is inside
+                self._limits.attach(pid)
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
+        return fds
 
     async def _recv_stage(self) -> dict[str, Any]:
         assert self._ctl is not None
-        data = await asyncio.get_running_loop().sock_recv(self._ctl, 1 << 16)
+        try:
+            data = await asyncio.get_running_loop().sock_recv(self._ctl, 1 << 16)
+        except ConnectionResetError:
+            data = b""
         if not data:
             raise SandboxUnavailableError(self._start_failure("the sandbox init exited during start-up"))
         msg: dict[str, Any] = json.loads(data)
@@ -209,8 +279,9 @@ class LocalSandbox(StartStopContext):
         hint = (
             "The local sandbox needs Linux user namespaces (sysctl user.max_user_namespaces > 0, and "
             "kernel.unprivileged_userns_clone=1 / kernel.apparmor_restrict_unprivileged_userns=0 when "
-            "not root) and overlayfs mounts inside them (Linux >= 5.11). Use the docker backend where "
-            "these are unavailable."
+            "not root), overlayfs mounts inside them (Linux >= 5.11) and, run as root, idmapped mounts "
+            "(Linux >= 5.19). `ares doctor` checks this machine; use the docker backend where these are "
+            "unavailable."
         )
         return f"cannot start the local sandbox: {reason}. {hint}" + (f"\ninit log:\n{log}" if log else "")
 
@@ -219,25 +290,38 @@ class LocalSandbox(StartStopContext):
         await self._kill_processes()
         janitor.unregister(str(id(self)))
         self._pids = []
-        sandbox_limits, self._limits = self._limits, None
-        if sandbox_limits is not None:
-            await asyncio.to_thread(sandbox_limits.release)
+        await asyncio.to_thread(self._release_limits)
         path, self._dir = self._dir, None
         if path is not None:
             await asyncio.to_thread(janitor.remove_tree, path)
 
+    def _release_limits(self) -> None:
+        """Undo what outlives the processes: cgroups, the disk tmpfs, the id range."""
+        sandbox_limits, self._limits = self._limits, None
+        if sandbox_limits is not None:
+            sandbox_limits.release()
+        ids, self._ids = self._ids, None
+        if ids is not None:
+            ids.release()
+
     async def fork_frozen(self) -> LocalSandbox:
         """Kill every process here and return a new, unstarted sandbox of this image plus this diff.
 
-        Used by the verifier so that nothing the agent left running can touch the reward. This
-        sandbox's files stay until ``stop()``, which must come after the fork has stopped.
+        Used by the verifier so that nothing the agent left running can touch the reward; works on a
+        crashed sandbox too (its files stay until ``stop()``, which must come after the fork has
+        stopped).
         """
         if self._dir is None or self._plan is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
         plan = self._plan.stacked_on(self._dir / "upper")
         return LocalSandbox(
-            self.spec, plan=plan, image_config=self._image_config, limit_mode=self._limit_mode
+            self.spec,
+            plan=plan,
+            image_config=self._image_config,
+            limit_mode=self._limit_mode,
+            default_resources=self._default_resources,
+            output_limit=self._output_limit,
         )
 
     async def commit(self, dest: Path) -> None:
@@ -272,7 +356,18 @@ class LocalSandbox(StartStopContext):
                     os.kill(self._proc.pid, signal.SIGKILL)
                 await self._proc.wait()
             self._proc = None
+        user_network, self._network = self._network, None
+        if user_network is not None:
+            await user_network.stop()
         self._crashed = self._crashed or "the sandbox was stopped"
+
+    def _init_alive(self) -> bool:
+        """Whether pid 1 still holds its end of the control socket (it closes when pid 1 dies)."""
+        if self._ctl is None:
+            return False
+        poller = select.poll()
+        poller.register(self._ctl, select.POLLIN | select.POLLHUP | select.POLLERR)
+        return not poller.poll(0)
 
     # ------------------------------------------------------------------ commands
     async def exec(
@@ -289,11 +384,19 @@ class LocalSandbox(StartStopContext):
         sandbox_limits = self._limits
         before = (0, 0) if sandbox_limits is None else sandbox_limits.counters()
         header, stdout, stderr = await self._run(
-            cmd, cwd=cwd, env=env, timeout_s=timeout_s, stdin=stdin, user=user
+            cmd,
+            cwd=cwd,
+            env=env,
+            timeout_s=timeout_s,
+            stdin=stdin,
+            user=user,
+            output_limit=self._output_limit,
         )
         err = stderr.decode(errors="replace")
         exit_code, timed_out = int(header["exit_code"]), bool(header["timed_out"])
         hit = None if sandbox_limits is None else sandbox_limits.limit_hit(before, exit_code, timed_out, err)
+        if hit is None and header.get("output_dropped"):
+            hit = "output"
         return ExecResult(
             stdout=stdout.decode(errors="replace"),
             stderr=err,
@@ -312,6 +415,7 @@ class LocalSandbox(StartStopContext):
         timeout_s: float | None = None,
         stdin: bytes | None = None,
         user: str | None = None,
+        output_limit: int | None = None,
     ) -> tuple[dict[str, Any], bytes, bytes]:
         if self._ctl is None:
             raise SandboxError(self._crashed or "the sandbox is not running; call start() first")
@@ -323,6 +427,7 @@ class LocalSandbox(StartStopContext):
             "env": full_env,
             "timeout": timeout_s,
             "user": user if user is not None else self._image_config.user,
+            "output_limit": output_limit,
         }
         if self._limits is not None:
             request.update(self._limits.request_fields)
@@ -351,6 +456,12 @@ class LocalSandbox(StartStopContext):
             await self._mark_crashed(f"the sandbox did not answer within {limit}s; it was stopped")
             raise SandboxCrashedError(self._crashed) from exc
         if len(data) < 4:
+            if self._init_alive():  # only this command's shepherd died: the agent killed it
+                return (
+                    {"exit_code": 137, "timed_out": False, "duration_s": 0.0},
+                    b"",
+                    KILLED_FROM_INSIDE.encode(),
+                )
             await self._mark_crashed("the sandbox died while running a command")
             raise SandboxCrashedError(f"{self._crashed}: {cmd[:200]!r}")
         (hlen,) = struct.unpack("!I", data[:4])
@@ -362,9 +473,11 @@ class LocalSandbox(StartStopContext):
         return header, body[:out_len], body[out_len:]
 
     async def _mark_crashed(self, reason: str) -> None:
+        """The sandbox died or stopped answering: kill what is left but keep its files, so the
+        episode can still verify what the agent did (``fork_frozen``) before ``stop()``."""
         if self._crashed is None:
             self._crashed = reason
-        await self.stop()
+        await self._kill_processes()
 
     @staticmethod
     async def _read_all(sock: socket.socket) -> bytes:

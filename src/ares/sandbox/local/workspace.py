@@ -69,4 +69,5 @@ def new_sandbox_dir(
         for mount in plan.mounts:
             (path / sub / mount.key).mkdir()
     (path / "root").mkdir()
+    (path / "stage").mkdir()
     return path

@@ -150,6 +150,7 @@
       v.stdout ? el("pre", { class: "stdout" }, v.stdout) : null,
       v.stderr ? el("pre", { class: "stderr" }, v.stderr) : null,
       v.limit_hits && v.limit_hits.length ? el("div", { class: "meta" }, "limit hits ", el("b", {}, v.limit_hits.join(", "))) : null,
+      v.sandbox_crash ? el("div", { class: "meta" }, "sandbox crashed under the agent ", el("b", {}, v.sandbox_crash)) : null,
       !v.stdout && !v.stderr ? el("p", { class: "empty" }, "No verifier output recorded.") : null);
     const error = e.error ? el("div", { class: "error" }, el("h3", {}, "Error"),
       el("pre", {}, `${e.error.type}: ${e.error.message}${e.error.traceback ? "\n\n" + e.error.traceback : ""}`)) : null;
