@@ -6,7 +6,8 @@ host's Python files are no longer visible, but the already-loaded interpreter ke
 Protocol on the inherited SOCK_SEQPACKET socket FD (one JSON message per packet):
   host -> init   config                      init -> host  {"stage": "unshared"}
   host -> init   {"op": "fds"} + fds         (idmapped layers and scratch when root-run; repeated)
-  host -> init   {"op": "mapped", ...}       (host has written uid/gid maps and attached cgroups)
+  host -> init   {"op": "mapped", ...}       (host has written uid/gid maps)
+  host -> init   {"op": "limited"}           (host has put the init in the sandbox's cgroups)
                                              init -> host  {"stage": "forked", "pid": <host pid of pid 1>}
                                              init -> host  {"stage": "ready", "shell": ...}
   host -> init   {"op": "exec", ...} + fds [reply socket, stdin memfd?]
@@ -404,6 +405,11 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
         problem = f"ares sandbox: cannot use working directory {req['cwd']!r}: {exc.strerror}\n"
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    oom = None
+    if problem is None and "oom_score_adj" in req and OOM_FD is not None:
+        # The command inherits the score at spawn: it, not its shepherd, is the OOM killer's choice.
+        oom = (OOM_FD, os.pread(OOM_FD, 16, 0).strip())
+        os.write(OOM_FD, b"%d" % req["oom_score_adj"])
     if problem is None:
         stdin = stdin_fd if stdin_fd is not None else os.open("/dev/null", os.O_RDONLY)
         actions = [
@@ -420,9 +426,8 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
             problem = f"ares sandbox: cannot start the command: {exc.strerror}\n"
     os.close(out_w)
     os.close(err_w)
-    if child is not None and "oom_score_adj" in req:  # the command, not its shepherd, goes first
-        with contextlib.suppress(OSError), open(f"/proc/{child}/oom_score_adj", "w") as f:
-            f.write(str(req["oom_score_adj"]))
+    if oom is not None:
+        os.write(oom[0], oom[1])  # back to the shepherd's own score (never below its floor)
     status, timed_out, open_pipes = 126 << 8, False, set()
     captures = {out_r: Capture(None), err_r: Capture(None)}
     if child is not None:
@@ -544,6 +549,7 @@ def fork_shepherd(ctl: socket.socket, shell: str) -> socket.socket | None:
     try:
         init_end.close()
         ctl.close()
+        open_own_oom_score()
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         data, fds, _, _ = socket.recv_fds(shepherd_end, 1 << 20, 2)
@@ -559,6 +565,26 @@ def fork_shepherd(ctl: socket.socket, shell: str) -> socket.socket | None:
                         reply.sendall(struct.pack("!I", len(header)) + header)
     finally:
         os._exit(0)
+
+
+OOM_FD: int | None = None
+
+
+def open_own_oom_score() -> None:
+    """Keep this shepherd's oom_score_adj open, so the score its command inherits costs one write.
+
+    /proc/self files of a non-dumpable process belong to host root; the shepherd is dumpable only
+    for this open. (It is no easier to trace meanwhile: its full permitted capabilities are not a
+    subset of any command's, so ptrace and /proc/<pid>/mem are refused to commands anyway.)
+    """
+    global OOM_FD
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    try:
+        OOM_FD = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+    except OSError:
+        OOM_FD = None
+    finally:
+        libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 def hand_over(spare: socket.socket | None, data: bytes, fds: list[int]) -> bool:
@@ -636,12 +662,14 @@ def main() -> None:
         mapped = recv(ctl, fds)
         if mapped.get("op") != "mapped":
             os._exit(1)
-        # Now that the host has put us in the sandbox's cgroups, they become the root of what
-        # /proc/self/cgroup shows inside (no host cgroup path).
-        check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup namespace")
         setup_filesystem(cfg, fds, mapped.get("resolv"))
         for fd in fds:
             os.close(fd)
+        if recv(ctl, fds).get("op") != "limited":
+            os._exit(1)
+        # Now that the host has put us in the sandbox's cgroups, they become the root of what
+        # /proc/self/cgroup shows inside (no host cgroup path).
+        check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup namespace")
     except Exception as exc:
         send(ctl, {"stage": "error", "error": f"{type(exc).__name__}: {exc}"})
         os._exit(1)

@@ -43,8 +43,9 @@ OWN_PROCESSES = 4
 COMMAND_OOM_SCORE_ADJ = 500
 #: ...and never ARES's init and shepherds, which the host sets to this (the kernel's "never").
 HELPER_OOM_SCORE_ADJ = -1000
-#: What every sandbox gets when its task asks for nothing (a field set by the task wins).
-DEFAULT_RESOURCES = Resources(memory_mb=4096, pids=4096, storage_mb=4096)
+#: What every sandbox gets when its task asks for nothing (a field set by the task wins). The disk
+#: tmpfs is memory too, so the memory default leaves room for a full disk plus working memory.
+DEFAULT_RESOURCES = Resources(memory_mb=6144, pids=4096, storage_mb=4096)
 #: Under rlimits, a default memory limit caps virtual memory this high: runtimes reserve far more
 #: address space than they use (a JVM reserves its heap, V8 a 4 GiB cage), so the task's own figure
 #: is used only when the task sets one.

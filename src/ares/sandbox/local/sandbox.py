@@ -51,6 +51,10 @@ FDS_PER_MESSAGE = 200
 KILLED_FROM_INSIDE = "ares sandbox: the command's supervisor was killed from inside the sandbox\n"
 
 
+async def _done() -> None:
+    return None
+
+
 async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
     """The mount plan and defaults for ``image``: the host base, or a built (cached) image."""
     if image.name is None and image.dockerfile_dir is None:
@@ -186,6 +190,23 @@ class LocalSandbox(StartStopContext):
             )  # fmt: skip
         self._pids = [self._proc.pid]
         janitor.register(str(id(self)), self._pids, self._dir, self._release_limits)
+        # Moving a process into a v1 cgroup waits for an RCU grace period (~10 ms): done while the
+        # interpreter starts and mounts; the init forks pid 1 only after "limited", so every process
+        # of the sandbox is inside.
+        attached = asyncio.ensure_future(
+            asyncio.to_thread(self._limits.attach, self._proc.pid) if self._limits is not None else _done()
+        )
+        try:
+            await self._configure(program, attached)
+        finally:
+            if not attached.done():
+                attached.cancel()
+                with contextlib.suppress(BaseException):
+                    await attached
+
+    async def _configure(self, program: bytes | None, attached: asyncio.Future[None]) -> None:
+        """The start-up dialogue with the init (see _init.py's protocol)."""
+        assert self._dir is not None and self._plan is not None and self._proc is not None
         layers = list(dict.fromkeys(path for m in self._plan.mounts for path in m.lower))
         index = {path: i for i, path in enumerate(layers)}
         config = {
@@ -219,6 +240,8 @@ class LocalSandbox(StartStopContext):
             for fd in fds:
                 os.close(fd)
         await self._send(json.dumps({"op": "mapped", "resolv": resolv}).encode())
+        await attached
+        await self._send(b'{"op": "limited"}')
         stages: dict[str, dict[str, Any]] = {}
         while not {"forked", "ready"} <= stages.keys():
             msg = await self._recv_stage()
@@ -228,8 +251,8 @@ class LocalSandbox(StartStopContext):
         self._shell = stages["ready"]["shell"]
 
     def _map_ids(self, pid: int, mounts: list[str]) -> list[int]:
-        """Write the init's uid/gid maps and put it in the sandbox's cgroups; return idmapped clones
-        of ``mounts`` when root-run (for the init to mount)."""
+        """Write the init's uid/gid maps; return idmapped clones of ``mounts`` when root-run (for the
+        init to mount)."""
         proc = Path(f"/proc/{pid}")
         fds: list[int] = []
         try:
@@ -246,8 +269,6 @@ class LocalSandbox(StartStopContext):
                 (proc / "setgroups").write_text("deny\n")
                 (proc / "uid_map").write_text(f"0 {os.geteuid()} 1\n")
                 (proc / "gid_map").write_text(f"0 {os.getegid()} 1\n")
-            if self._limits is not None:  # before pid 1 exists, so every process of the sandbox is inside
-                self._limits.attach(pid)
         except BaseException:
             for fd in fds:
                 os.close(fd)

@@ -3,7 +3,8 @@
 The default profile has the semantics of Docker's default: every syscall libseccomp knows is allowed
 except those that reach the kernel's global state or other namespaces (module loading, kexec, keyrings,
 bpf, perf, userfaultfd, mount and the new mount API, namespace creation and entry, clock and swap
-control, io_uring, raw I/O ports...), which fail with EPERM. Syscalls libseccomp does not know (newer
+control, io_uring, raw I/O ports...) and those Docker grants only with CAP_SYS_PTRACE (kcmp,
+pidfd_getfd, process_madvise), which fail with EPERM. Syscalls libseccomp does not know (newer
 than its table) fail with ENOSYS so that libc falls back to an older one, as it does on older kernels;
 ``clone3`` fails with ENOSYS for the same reason, so namespace flags always go through ``clone``, whose
 flags a filter can read. Syscalls of another ABI (32-bit ``int 0x80`` on x86_64) fail with ENOSYS.
@@ -26,11 +27,11 @@ from ares.sandbox.base import SeccompPolicy
 _DENIED_NAMES = """
     acct add_key bpf clock_adjtime clock_settime create_module delete_module fanotify_init finit_module
     fsconfig fsmount fsopen fspick get_kernel_syms init_module io_uring_enter io_uring_register
-    io_uring_setup ioperm iopl kexec_file_load kexec_load keyctl lookup_dcookie mbind migrate_pages
+    io_uring_setup ioperm iopl kcmp kexec_file_load kexec_load keyctl lookup_dcookie mbind migrate_pages
     mount mount_setattr move_mount move_pages name_to_handle_at nfsservctl open_by_handle_at open_tree
-    perf_event_open pivot_root quotactl quotactl_fd reboot request_key set_mempolicy
-    set_mempolicy_home_node setdomainname sethostname setns settimeofday stime swapoff swapon syslog
-    sysfs _sysctl umount umount2 uselib userfaultfd ustat vhangup vm86 vm86old
+    perf_event_open pidfd_getfd pivot_root process_madvise quotactl quotactl_fd reboot request_key
+    set_mempolicy set_mempolicy_home_node setdomainname sethostname setns settimeofday stime
+    swapoff swapon syslog sysfs _sysctl umount umount2 uselib userfaultfd ustat vhangup vm86 vm86old
 """
 DENIED = frozenset(_DENIED_NAMES.split())
 #: Allowed only when no namespace flag is set (EPERM otherwise).
