@@ -16,14 +16,6 @@ from ares.sandbox.local import sandbox as sandbox_module
 ROOT = os.geteuid() == 0
 
 
-@pytest.fixture
-async def sandbox():
-    sb = LocalSandbox()
-    await sb.start()
-    yield sb
-    await sb.stop()
-
-
 def host_uid(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("Uid:"):

@@ -15,14 +15,6 @@ from ares.sandbox.local import LocalSandbox
 COUNT_SLEEPERS = "grep -lx 'sleep' /proc/[0-9]*/comm 2>/dev/null | wc -l"
 
 
-@pytest.fixture
-async def sandbox():
-    sb = LocalSandbox()
-    await sb.start()
-    yield sb
-    await sb.stop()
-
-
 def host_processes_with(needle: str) -> list[int]:
     pids = []
     for entry in os.listdir("/proc"):

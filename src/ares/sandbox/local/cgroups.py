@@ -234,12 +234,13 @@ def sweep_stale() -> None:
             continue
         for name in names:
             match = NAME.fullmatch(name)
-            if match is not None and not _alive(int(match.group(1))):
+            if match is not None and not process_alive(int(match.group(1))):
                 remove_cgroup(parent / name)
         _remove_parent(parent)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` exists (a pid that cannot be a process's counts as dead)."""
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, OverflowError):

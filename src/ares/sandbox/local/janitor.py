@@ -81,7 +81,7 @@ def sweep_stale(root: Path) -> list[str]:
         failures.append(f"{root}: {exc.strerror or exc}")
     for name, is_dir in entries:
         pid_text = name.split("-", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid() or _alive(int(pid_text)):
+        if not pid_text.isdigit() or int(pid_text) == os.getpid() or cgroups.process_alive(int(pid_text)):
             continue
         path = root / name
         try:
@@ -95,17 +95,6 @@ def sweep_stale(root: Path) -> list[str]:
     except OSError as exc:
         logger.warning("cannot sweep stale sandbox cgroups: %s", exc)
     return failures
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` exists (a pid that cannot be a process's counts as dead)."""
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def register(sandbox_id: str, pids: list[int], path: Path, release: Callable[[], None] | None = None) -> None:
