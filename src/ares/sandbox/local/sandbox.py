@@ -11,9 +11,8 @@ down: every process in its pid namespace dies and its mounts vanish with its mou
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
+import marshal
 import os
 import select
 import shlex
@@ -49,6 +48,18 @@ EXEC_GRACE_S = 30.0
 #: File descriptors per control message (the kernel takes at most 253).
 FDS_PER_MESSAGE = 200
 KILLED_FROM_INSIDE = "ares sandbox: the command's supervisor was killed from inside the sandbox\n"
+
+
+def _decode(data: bytes) -> dict[str, Any]:
+    """A message of the init (marshal: the init's side must not import json, see _init.py). Only
+    ARES's own processes hold the other end of these sockets; a malformed one is a crashed sandbox."""
+    try:
+        msg = marshal.loads(data)
+    except (EOFError, ValueError, TypeError) as exc:
+        raise SandboxCrashedError(f"the sandbox init sent a malformed message: {exc}") from exc
+    if not isinstance(msg, dict):
+        raise SandboxCrashedError(f"the sandbox init sent a malformed message: {type(msg).__name__}")
+    return msg
 
 
 async def _done() -> None:
@@ -220,10 +231,10 @@ class LocalSandbox(StartStopContext):
             ],
             "hostname": self.spec.hostname,
             "idmapped": self._ids is not None,
-            "seccomp": None if program is None else base64.b64encode(program).decode(),
+            "seccomp": program,
             "oom_score_adj": limits.HELPER_OOM_SCORE_ADJ,
         }
-        await self._send(json.dumps(config).encode())
+        await self._send(marshal.dumps(config))
         await self._expect("unshared")
         pid = self._proc.pid
         fds = await asyncio.to_thread(self._map_ids, pid, [*layers, str(self._dir)])
@@ -235,13 +246,13 @@ class LocalSandbox(StartStopContext):
             resolv = self._network.resolv_conf
         try:
             for i in range(0, len(fds), FDS_PER_MESSAGE):
-                await self._send(b'{"op": "fds"}', fds[i : i + FDS_PER_MESSAGE])
+                await self._send(marshal.dumps({"op": "fds"}), fds[i : i + FDS_PER_MESSAGE])
         finally:
             for fd in fds:
                 os.close(fd)
-        await self._send(json.dumps({"op": "mapped", "resolv": resolv}).encode())
+        await self._send(marshal.dumps({"op": "mapped", "resolv": resolv}))
         await attached
-        await self._send(b'{"op": "limited"}')
+        await self._send(marshal.dumps({"op": "limited"}))
         stages: dict[str, dict[str, Any]] = {}
         while not {"forked", "ready"} <= stages.keys():
             msg = await self._recv_stage()
@@ -283,7 +294,7 @@ class LocalSandbox(StartStopContext):
             data = b""
         if not data:
             raise SandboxUnavailableError(self._start_failure("the sandbox init exited during start-up"))
-        msg: dict[str, Any] = json.loads(data)
+        msg: dict[str, Any] = _decode(data)
         if msg.get("stage") == "error":
             raise SandboxUnavailableError(self._start_failure(msg["error"]))
         return msg
@@ -465,7 +476,7 @@ class LocalSandbox(StartStopContext):
         try:
             with reply:
                 try:
-                    await self._send(json.dumps(request).encode(), fds)
+                    await self._send(marshal.dumps(request), fds)
                 finally:
                     child_reply.close()
                     if stdin_fd is not None:
@@ -486,7 +497,7 @@ class LocalSandbox(StartStopContext):
             await self._mark_crashed("the sandbox died while running a command")
             raise SandboxCrashedError(f"{self._crashed}: {cmd[:200]!r}")
         (hlen,) = struct.unpack("!I", data[:4])
-        header = json.loads(data[4 : 4 + hlen])
+        header = _decode(data[4 : 4 + hlen])
         if "error" in header:
             raise SandboxError(f"the sandbox could not run {cmd[:200]!r}: {header['error']}")
         body = data[4 + hlen :]
