@@ -56,6 +56,8 @@ async def test_concurrent_sandboxes_get_their_own_range() -> None:
 
 async def test_users_of_the_image_map_inside_the_range(sandbox: LocalSandbox) -> None:
     as_nobody = await sandbox.exec("id -u; touch /tmp/n && stat -c %u /tmp/n", user="nobody")
+    as_root = await sandbox.exec("id -u", user="0:0")  # USER root works in every mode
+    assert as_root.stdout == "0\n" and as_root.ok
     if ROOT:
         assert as_nobody.stdout.split() == ["65534", "65534"]
     else:  # one id mapped: switching users is refused with a clear message

@@ -491,6 +491,8 @@ def switch_user(spec: str, env: dict) -> None:
         gid = int(match[2]) if match and match[2].isdigit() else int(group) if group.isdigit() else gid
     name = entry[0] if entry else None
     extra = [int(g[2]) for g in groups if name and len(g) > 3 and g[2].isdigit() and name in g[3].split(",")]
+    if (uid, gid) == (os.getuid(), os.getgid()) and not extra:
+        return  # already that user (e.g. USER root; unprivileged sandboxes may not call setgroups)
     try:
         os.setgroups(sorted({gid, *extra}))
         os.setresgid(gid, gid, gid)
