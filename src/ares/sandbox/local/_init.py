@@ -377,16 +377,19 @@ def drain_available(open_pipes: set[int], captures: dict[int, Capture]) -> None:
 def discard_until_closed(open_pipes: set[int]) -> None:
     """Background processes still hold the command's output pipes: keep reading them (and reaping
     what this subreaper inherits) so they never block on a full pipe, until they close."""
+    if not open_pipes:
+        return
+    # The command's status is collected: from now on the kernel reaps this subreaper's children at
+    # once, so exited background processes do not hold pids (against the pids limit) as zombies.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    reap({})
     for fd in open_pipes:
         os.set_blocking(fd, True)
-    reaped: dict[int, int] = {}
     while open_pipes:
-        ready, _, _ = select.select(list(open_pipes), [], [], 1.0)
+        ready, _, _ = select.select(list(open_pipes), [], [])
         for fd in ready:
             if not os.read(fd, CHUNK):
                 open_pipes.discard(fd)
-        reap(reaped)
-        reaped.clear()
 
 
 def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) -> None:
