@@ -20,6 +20,7 @@ def result(limit_hit: str | None) -> ExecResult:
         ("pids", "[a fork failed: process limit of 64 processes reached]"),
         ("disk", "[a write failed: disk limit of 1024 MB reached]"),
         ("cpu_time", "[the command was stopped: cpu_time limit reached]"),
+        ("output", "[the middle of the output was dropped: output limit reached]"),
     ],
 )
 def test_note_names_the_limit_and_its_size(limit_hit: str | None, note: str | None) -> None:

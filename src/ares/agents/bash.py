@@ -74,6 +74,9 @@ _LIMIT_NOTES = {
     "memory": ("the command was stopped", "memory limit", "memory_mb", "MB"),
     "pids": ("a fork failed", "process limit", "pids", "processes"),
     "disk": ("a write failed", "disk limit", "storage_mb", "MB"),
+    # The command ran to its end; only the middle of its output was dropped (the sandbox keeps
+    # a head and a tail of each stream).
+    "output": ("the middle of the output was dropped", "output limit", "", ""),
 }
 
 
