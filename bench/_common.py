@@ -6,11 +6,15 @@ Every bench prints one JSON object; the machine block makes figures comparable a
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from ares.sandbox.base import SandboxFactory, SandboxSpec
@@ -87,3 +91,48 @@ async def start_exec_figures(
     finally:
         await sandbox.stop()
     return {"start": summarize_ms(start_s), "stop": summarize_ms(stop_s), "exec_true": summarize_ms(exec_s)}
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def figures_in_subprocess(script: str, src: Path, args: list[str]) -> dict[str, Any]:
+    """``script --figures-only ARGS``'s JSON, from a fresh interpreter importing ``ares`` from ``src``."""
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{Path(script).parent}"}
+    argv = [sys.executable, script, "--figures-only", *args]
+    out = subprocess.run(argv, env=env, cwd=tempfile.gettempdir(), check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def compare_with(ref: str, script: str, args: list[str], rounds: int) -> dict[str, list[dict[str, Any]]]:
+    """Alternating rounds of git revision ``ref`` (its ``src/`` exported) and the working tree, each in
+    a fresh interpreter, so a change is judged against its parent on the same machine in one run."""
+    with tempfile.TemporaryDirectory(prefix="ares-bench-baseline-") as tmp:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", ref, "src"], check=True, capture_output=True
+        )
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
+        for _ in range(rounds):
+            runs["baseline"].append(figures_in_subprocess(script, Path(tmp) / "src", args))
+            runs["current"].append(figures_in_subprocess(script, ROOT / "src", args))
+    return runs
+
+
+def side_by_side(
+    runs: dict[str, list[dict[str, Any]]], path: tuple[str, ...], stats: tuple[str, ...]
+) -> dict[str, Any]:
+    """Each side's ``stats`` at ``path`` in the figures, averaged over rounds, and the first's change."""
+
+    def at(figures: dict[str, Any]) -> dict[str, Any]:
+        for key in path:
+            figures = figures[key]
+        return figures
+
+    side: dict[str, Any] = {
+        label: {stat: round(statistics.fmean(at(r)[stat] for r in results), 4) for stat in stats}
+        for label, results in runs.items()
+    }
+    first = stats[0]
+    side[f"{first}_change_pct"] = round(100 * (side["current"][first] / side["baseline"][first] - 1), 1)
+    return side

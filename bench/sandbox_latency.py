@@ -16,15 +16,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import subprocess
-import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
-from _common import machine_info, summarize_ms
+from _common import compare_with, machine_info, side_by_side, summarize_ms
 from ares.sandbox.local.sandbox import LocalSandbox
 
 
@@ -97,40 +93,13 @@ async def sandbox_figures(starts: int, execs: int) -> dict[str, Any]:
     }
 
 
-ROOT = Path(__file__).resolve().parents[1]
 COMPARED = ("start", "stop", "exec_true", "exec_true_in_sandbox_duration")
 
 
-def figures_in_subprocess(src: Path, starts: int, execs: int) -> dict[str, Any]:
-    """This script's figures, measured by a fresh interpreter importing ``ares`` from ``src``."""
-    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{Path(__file__).parent}"}
-    argv = [sys.executable, __file__, "--figures-only", "--starts", str(starts), "--execs", str(execs)]
-    out = subprocess.run(argv, env=env, cwd=tempfile.gettempdir(), check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
-
-
 def compare(ref: str, rounds: int, starts: int, execs: int) -> dict[str, Any]:
-    """Alternate rounds of ``ref`` and the working tree; pool each side's samples' p50/p95."""
-    with tempfile.TemporaryDirectory(prefix="ares-bench-baseline-") as tmp:
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", ref, "src"], check=True, capture_output=True
-        )
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
-        runs: dict[str, list[dict[str, Any]]] = {"baseline": [], "current": []}
-        for _ in range(rounds):
-            runs["baseline"].append(figures_in_subprocess(Path(tmp) / "src", starts, execs))
-            runs["current"].append(figures_in_subprocess(ROOT / "src", starts, execs))
-    table: dict[str, Any] = {}
-    for name in COMPARED:
-        side = {
-            label: {
-                stat: round(sum(r[name][stat] for r in results) / len(results), 3)
-                for stat in ("p50_ms", "p95_ms")
-            }
-            for label, results in runs.items()
-        }
-        side["p50_change_pct"] = round(100 * (side["current"]["p50_ms"] / side["baseline"]["p50_ms"] - 1), 1)  # type: ignore[index]
-        table[name] = side
+    """Side-by-side p50/p95 of ``ref`` and the working tree (see ``_common.compare_with``)."""
+    runs = compare_with(ref, __file__, ["--starts", str(starts), "--execs", str(execs)], rounds)
+    table = {name: side_by_side(runs, (name,), ("p50_ms", "p95_ms")) for name in COMPARED}
     return {"baseline_ref": ref, "rounds": rounds, "compared": table}
 
 
