@@ -143,10 +143,10 @@ class SandboxLimits:
     and ``attach``, observed around each command by ``counters``/``limit_hit``, undone by ``release``.
     """
 
-    def __init__(self, resources: Resources, mode: LimitMode, requested: Resources | None = None) -> None:
-        """``requested`` is what the task itself set (the rest of ``resources`` are defaults)."""
+    def __init__(self, resources: Resources, mode: LimitMode, *, task_set: Resources | None = None) -> None:
+        """``task_set`` is what the task itself set (the rest of ``resources`` are defaults)."""
         self.resources = resources
-        self.requested = resources if requested is None else requested
+        self.task_set = resources if task_set is None else task_set
         self.mode = mode
         self.report = LimitsReport()
         #: Extra fields of every exec request: rlimits and the command's OOM score.
@@ -196,7 +196,7 @@ class SandboxLimits:
         enforced = self._cgroup("memory", v1, v2, f"{mb} MiB, swap included")
         if isinstance(enforced, Enforcement):
             return enforced
-        virtual = mb if self.requested.memory_mb is not None else max(mb, DEFAULT_VIRTUAL_MB)
+        virtual = mb if self.task_set.memory_mb is not None else max(mb, DEFAULT_VIRTUAL_MB)
         self._rlimits.append((resource.RLIMIT_AS, virtual * MIB))
         return Enforcement(
             "rlimit", f"{enforced}; RLIMIT_AS caps each process's virtual memory at {virtual} MiB"

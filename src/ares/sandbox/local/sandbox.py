@@ -62,10 +62,6 @@ def _decode(data: bytes) -> dict[str, Any]:
     return msg
 
 
-async def _done() -> None:
-    return None
-
-
 async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
     """The mount plan and defaults for ``image``: the host base, or a built (cached) image."""
     if image.name is None and image.dockerfile_dir is None:
@@ -169,7 +165,7 @@ class LocalSandbox(StartStopContext):
             program = await asyncio.to_thread(seccomp.compile_filter, self.spec.seccomp)
         resources = limits.with_defaults(self.spec.resources, self._default_resources)
         if limits.requested(resources):
-            self._limits = SandboxLimits(resources, self._limit_mode, self.spec.resources)
+            self._limits = SandboxLimits(resources, self._limit_mode, task_set=self.spec.resources)
         prepare = None if self._limits is None else self._limits.mount_storage
         self._dir = workspace.new_sandbox_dir(self._plan, self._scratch_dir, prepare)
         root_upper = self._dir / "upper" / "_root"
@@ -204,9 +200,7 @@ class LocalSandbox(StartStopContext):
         # Moving a process into a v1 cgroup waits for an RCU grace period (~10 ms): done while the
         # interpreter starts and mounts; the init forks pid 1 only after "limited", so every process
         # of the sandbox is inside.
-        attached = asyncio.ensure_future(
-            asyncio.to_thread(self._limits.attach, self._proc.pid) if self._limits is not None else _done()
-        )
+        attached = asyncio.ensure_future(asyncio.to_thread(self._attach_cgroups, self._proc.pid))
         try:
             await self._configure(program, attached)
         finally:
@@ -260,6 +254,10 @@ class LocalSandbox(StartStopContext):
             if msg["stage"] == "forked":
                 self._pids.insert(0, int(msg["pid"]))
         self._shell = stages["ready"]["shell"]
+
+    def _attach_cgroups(self, pid: int) -> None:
+        if self._limits is not None:
+            self._limits.attach(pid)
 
     def _map_ids(self, pid: int, mounts: list[str]) -> list[int]:
         """Write the init's uid/gid maps; return idmapped clones of ``mounts`` when root-run (for the

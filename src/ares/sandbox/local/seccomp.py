@@ -16,6 +16,7 @@ A task relaxes the filter with ``SeccompPolicy(profile="unconfined")`` or by all
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 from types import EllipsisType
@@ -46,8 +47,10 @@ FALLBACK_TO_OLDER = frozenset({"clone3"})
 MAX_SYSCALL = 1024
 
 
+@functools.cache
 def known_syscalls() -> dict[str, int]:
-    """Name -> number of every syscall this libseccomp knows for the native architecture."""
+    """Name -> number of every syscall this libseccomp knows for the native architecture (read once:
+    listing the table takes ~1,000 calls into libseccomp)."""
     seccomp = _library()
     arch = seccomp.system_arch()
     table: dict[str, int] = {}
