@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class AresError(Exception):
     """Base class of every error ARES raises on purpose."""
@@ -36,7 +38,13 @@ class TaskNotFoundError(TaskError):
 
 
 class VerifierError(AresError):
-    """The verifier did not produce a usable reward (missing, malformed or non-finite)."""
+    """The verifier did not produce a usable reward (missing, malformed or non-finite).
+
+    ``evidence`` (an ``ares.tasks.verifier.Verdict`` with a NaN reward), when the tests ran: their
+    output and files, kept with the episode so the failure can be diagnosed.
+    """
+
+    evidence: Any = None
 
 
 class AgentError(AresError):

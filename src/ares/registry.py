@@ -16,7 +16,7 @@ from ares.sandbox.local import LocalSandbox
 from ares.sandbox.pool import WarmPool
 from ares.tasks.harbor import load_harbor_dataset
 from ares.tasks.humaneval import load_humaneval
-from ares.tasks.model import Task
+from ares.tasks.model import Task, VerifierMode
 
 #: Which tasks to use: an index, a slice, "3", "0:10", "::2", a task id, or a list of these.
 TaskSelection = int | slice | str | Sequence[int | str]
@@ -30,10 +30,10 @@ class Preset:
     options: tuple[str, ...] = ()
 
 
-def _harbor_tasks(path: str | Path | None = None) -> list[Task]:
+def _harbor_tasks(path: str | Path | None = None, verifier_mode: VerifierMode | None = None) -> list[Task]:
     if path is None:
         raise UnknownPresetError("the harbor preset needs a dataset directory: make('harbor', path=DIR)")
-    return load_harbor_dataset(Path(path))
+    return load_harbor_dataset(Path(path), verifier_mode=verifier_mode)
 
 
 PRESETS: dict[str, Preset] = {
@@ -42,8 +42,8 @@ PRESETS: dict[str, Preset] = {
         lambda: load_humaneval(),
     ),
     "harbor": Preset(
-        "harbor", "a local Harbor-format dataset directory (option path=DIR), bash agent, local sandbox",
-        _harbor_tasks, ("path",),
+        "harbor", "a Harbor dataset dir (options path=DIR, verifier_mode=outputs|full), bash agent",
+        _harbor_tasks, ("path", "verifier_mode"),
     ),
 }  # fmt: skip
 

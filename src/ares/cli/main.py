@@ -72,6 +72,14 @@ def run(
         typer.Option("--context-limit", min=1, help="Policy context window in prompt tokens (default: none)"),
     ] = None,
     path: Annotated[Path | None, typer.Option("--path", help="Dataset directory (harbor preset).")] = None,
+    verifier_mode: Annotated[
+        str | None,
+        typer.Option(
+            "--verifier-mode",
+            help="harbor preset: what the tests see, 'outputs' (pristine image + the task's outputs) or "
+            "'full' (the agent's whole filesystem); default: each task's own setting.",
+        ),
+    ] = None,
     script: Annotated[
         Path | None, typer.Option("--script", help="JSONL responses (scripted policy).")
     ] = None,
@@ -91,7 +99,9 @@ def run(
     ] = False,
 ) -> None:
     """Run PRESET with a policy and report rewards; per-episode results go to --out."""
-    preset_options: dict[str, Any] = {"path": path} if path is not None else {}
+    preset_options: dict[str, Any] = {
+        k: v for k, v in {"path": path, "verifier_mode": verifier_mode}.items() if v is not None
+    }
     policy_options: dict[str, Any] = {
         k: v for k, v in {"script": script, "model": model, "base_url": base_url}.items() if v is not None
     }

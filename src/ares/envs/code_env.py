@@ -28,12 +28,13 @@ from ares.errors import (
     SandboxCrashedError,
     TaskError,
     TaskNotFoundError,
+    VerifierError,
 )
 from ares.llm.interceptor import AgentFinished, InterceptedLLMClient
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.sandbox.base import Sandbox, SandboxFactory
 from ares.tasks.model import Task
-from ares.tasks.verifier import verify
+from ares.tasks.verifier import Verdict, verify
 
 TaskSelector = Task | int | str
 
@@ -249,11 +250,12 @@ class CodeEnvironment:
             await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
             raise
         except Exception as exc:  # any failure to verify ends the episode as data, not a crash
+            if isinstance(exc, VerifierError) and isinstance(exc.evidence, Verdict):
+                _record_verdict(episode, exc.evidence)
             await self._teardown(EpisodeStatus.ERRORED, exc)
             return termination(0.0)
         episode.reward, episode.reward_terms, episode.truncation = verdict.reward, verdict.terms, limit
-        if verdict.output is not None:
-            episode.verifier_stdout, episode.verifier_stderr = verdict.output.stdout, verdict.output.stderr
+        _record_verdict(episode, verdict)
         await self._teardown(EpisodeStatus.TRUNCATED if limit else EpisodeStatus.FINISHED)
         return truncation(verdict.reward) if limit else termination(verdict.reward)
 
@@ -282,3 +284,12 @@ class CodeEnvironment:
         sandbox, self._sandbox = self._sandbox, None
         if sandbox is not None:
             await sandbox.stop()
+
+
+def _record_verdict(episode: Episode, verdict: Verdict) -> None:
+    """The test run's output, files and view of the agent's filesystem, kept with the episode."""
+    if verdict.output is not None:
+        episode.verifier_stdout, episode.verifier_stderr = verdict.output.stdout, verdict.output.stderr
+    episode.verifier_mode = verdict.mode
+    episode.verifier_files = dict(verdict.files.files)
+    episode.changed_outside = verdict.outside

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ares.core.status import EpisodeStatus
+from ares.sandbox.base import DiffSummary
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,13 @@ class Episode:
     truncation: str | None = None  # why a limit cut the episode ("step_limit", "time_limit", "context_limit")
     verifier_stdout: str = ""
     verifier_stderr: str = ""
+    #: What the tests saw of the agent's filesystem: "outputs" (the pristine image plus the task's
+    #: outputs), "full" (plus the agent's whole diff) or "in-place" (the agent's own sandbox).
+    verifier_mode: str | None = None
+    #: The files the tests wrote to /logs/verifier (e.g. test-output.txt), size-bounded text.
+    verifier_files: dict[str, str] = field(default_factory=dict)
+    #: What the agent changed outside the task's outputs (a count and the first paths), for review.
+    changed_outside: DiffSummary | None = None
     started_at: float = field(default_factory=time.time)
     ended_at: float | None = None
     #: How many agent commands each resource limit stopped ("memory", "pids", "disk", ...).
@@ -76,6 +84,9 @@ class Episode:
             "sandbox_crash": self.sandbox_crash,
             "verifier_stdout": self.verifier_stdout,
             "verifier_stderr": self.verifier_stderr,
+            "verifier_mode": self.verifier_mode,
+            "verifier_files": dict(self.verifier_files),
+            "changed_outside": None if self.changed_outside is None else self.changed_outside.to_dict(),
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "duration_s": None if self.ended_at is None else self.ended_at - self.started_at,

@@ -1,6 +1,7 @@
 """Sandboxes: the Sandbox protocol and its backends (``local`` is the embedded default)."""
 
 from ares.sandbox.base import (
+    BindMount,
     ExecResult,
     FileMap,
     ImageSpec,
@@ -12,6 +13,7 @@ from ares.sandbox.base import (
 )
 
 __all__ = [
+    "BindMount",
     "ExecResult",
     "FileMap",
     "ImageSpec",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 #: Files given by content: relative path -> bytes (or text, written as UTF-8).
 FileMap = Mapping[str, bytes | str]
@@ -64,6 +64,36 @@ class SeccompPolicy:
 
     profile: str = "default"
     allow: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DiffSummary:
+    """What a sandbox changed outside some paths: how many changes, and the first ones (sorted walk).
+
+    A change is a file, symlink or special file written, a deletion (``" (deleted)"``), a new empty
+    directory or a directory whose old content was replaced (``" (replaced)"``). ``truncated``: the
+    walk stopped at its bound, so ``count`` is a lower bound.
+    """
+
+    count: int = 0
+    paths: tuple[str, ...] = ()
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "paths": list(self.paths), "truncated": self.truncated}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DiffSummary:
+        return cls(int(data["count"]), tuple(data["paths"]), bool(data["truncated"]))
+
+
+@dataclass(frozen=True, slots=True)
+class BindMount:
+    """A host directory shown inside a sandbox at ``target`` (read-only unless ``read_only=False``)."""
+
+    source: Path
+    target: str
+    read_only: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,15 @@ def tar_files(src: Path | FileMap, arcname: str | None = None) -> bytes:
     return buf.getvalue()
 
 
+def write_files(dest: Path, files: FileMap) -> None:
+    """Write in-memory files below ``dest`` (dirs 0755, files 0644, ``*.sh`` 0755), as uploads do."""
+    for rel, content in sorted(files.items()):
+        path = dest / _safe_relpath(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        path.chmod(0o755 if rel.endswith(".sh") else 0o644)
+
+
 def extract_tar(data: bytes, dest: Path) -> None:
     """Unpack an archive produced inside a sandbox, refusing links or paths that leave ``dest``."""
     dest.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,14 @@
 
 from ares.tasks.harbor import load_harbor_dataset, load_harbor_task
 from ares.tasks.humaneval import load_humaneval
-from ares.tasks.model import FileSource, Task
+from ares.tasks.model import VERIFIER_MODES, FileSource, Task, VerifierMode
 
-__all__ = ["FileSource", "Task", "load_harbor_dataset", "load_harbor_task", "load_humaneval"]
+__all__ = [
+    "VERIFIER_MODES",
+    "FileSource",
+    "Task",
+    "VerifierMode",
+    "load_harbor_dataset",
+    "load_harbor_task",
+    "load_humaneval",
+]

@@ -17,7 +17,7 @@ from typing import Any
 
 from ares.errors import TaskError, TaskNotFoundError
 from ares.sandbox.base import ImageSpec, Resources, SeccompPolicy
-from ares.tasks.model import Task
+from ares.tasks.model import VERIFIER_MODES, Task, VerifierMode
 
 _DEFAULTS = Task(id="defaults", instruction="", tests={})
 
@@ -92,8 +92,11 @@ class _Section:
         return dict(value)
 
 
-def load_harbor_task(path: Path) -> Task:
-    """Load one Harbor task directory; ``Task.id`` is the directory's name."""
+def load_harbor_task(path: Path, *, verifier_mode: VerifierMode | None = None) -> Task:
+    """Load one Harbor task directory; ``Task.id`` is the directory's name.
+
+    ``verifier_mode`` overrides the task's ``[ares.verifier] mode`` (see ``VerifierMode``).
+    """
     root = _existing_dir(Path(path), "Harbor task directory")
     toml_path = root / "task.toml"
     if not toml_path.is_file():
@@ -115,6 +118,7 @@ def load_harbor_task(path: Path) -> Task:
     if version is not None:
         metadata.setdefault("version", version)
 
+    mode, outputs = _verifier_extension(top, verifier_mode)
     agent_timeout = agent.positive("timeout_sec", "seconds", "600.0") or _DEFAULTS.agent_timeout_s
     verifier_timeout = verifier.positive("timeout_sec", "seconds", "300.0") or _DEFAULTS.verifier_timeout_s
     return Task(
@@ -131,19 +135,23 @@ def load_harbor_task(path: Path) -> Task:
         command_timeout_s=min(_DEFAULTS.command_timeout_s, agent_timeout),
         verifier_timeout_s=verifier_timeout,
         verifier_env=verifier.str_map("env"),
+        verifier_mode=mode,
+        outputs=outputs,
         solution=_solution_dir(root),
         source="harbor",
         metadata=metadata,
     )
 
 
-def load_harbor_dataset(path: Path) -> list[Task]:
+def load_harbor_dataset(path: Path, *, verifier_mode: VerifierMode | None = None) -> list[Task]:
     """Load every task dir under ``path`` sorted by name; a task dir itself is a one-task dataset."""
     root = _existing_dir(Path(path), "Harbor dataset directory")
     if _looks_like_task(root):
-        return [load_harbor_task(root)]
+        return [load_harbor_task(root, verifier_mode=verifier_mode)]
     children = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=_name)
-    tasks = [load_harbor_task(child) for child in children if _looks_like_task(child)]
+    tasks = [
+        load_harbor_task(child, verifier_mode=verifier_mode) for child in children if _looks_like_task(child)
+    ]
     if not tasks:
         raise TaskNotFoundError(
             f"{root} contains no Harbor task directories; a task dir holds task.toml, instruction.md "
@@ -283,6 +291,29 @@ def _seccomp(env: _Section) -> SeccompPolicy:
             'write e.g. seccomp_allow = ["perf_event_open"]',
         )  # fmt: skip
     return SeccompPolicy(profile=profile, allow=tuple(allow))
+
+
+def _verifier_extension(top: _Section, override: VerifierMode | None) -> tuple[VerifierMode, tuple[str, ...]]:
+    """``[ares.verifier]``: ``mode = "outputs" | "full"`` and ``outputs = ["/app", ...]`` (an ARES
+    extension that Harbor ignores). ``override`` (a loader option) wins over the file."""
+    section = top.table("ares").table("verifier")
+    section = _Section(section.file, "ares.verifier", section.data)
+    modes = " or ".join(f'"{m}"' for m in VERIFIER_MODES)
+    if override is not None and override not in VERIFIER_MODES:
+        raise TaskError(f"verifier_mode={override!r} is not a verifier mode; use {modes}")
+    mode = section.string("mode") or "outputs"
+    if mode not in VERIFIER_MODES:
+        raise section.error("mode", f"is {mode!r}", f"use {modes}")
+    raw = section.data.get("outputs", [])
+    if not isinstance(raw, list) or not all(isinstance(p, str) and p.startswith("/") for p in raw):
+        raise section.error(
+            "outputs", f"must be a list of absolute paths, {section.got('outputs')}",
+            'write e.g. outputs = ["/app", "/etc/app.conf"]',
+        )  # fmt: skip
+    outputs = tuple(posixpath.normpath(p) for p in raw)
+    if "/" in outputs:
+        raise section.error("outputs", 'includes "/", which is the whole filesystem', 'use mode = "full"')
+    return override or mode, outputs  # type: ignore[return-value]
 
 
 def _workdir(root: Path, env: _Section) -> str:

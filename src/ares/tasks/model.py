@@ -5,12 +5,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ares.sandbox.base import FileMap, ImageSpec, Resources, SandboxSpec, SeccompPolicy
 
 #: A set of files for a task: a host directory, or in-memory files (relative path -> content).
 FileSource = Path | FileMap
+
+#: What of the agent's filesystem the verifier sees: ``outputs`` — the pristine image plus only the
+#: task's output paths from the agent's diff (so the verifier's tools cannot be replaced); ``full`` —
+#: the image plus the agent's whole diff, for tasks whose success is system state.
+VerifierMode = Literal["outputs", "full"]
+VERIFIER_MODES: tuple[VerifierMode, ...] = ("outputs", "full")
 
 
 @dataclass(frozen=True)
@@ -19,6 +25,8 @@ class Task:
 
     ``workspace`` files are placed in ``workdir`` before the agent starts. ``solution`` (the oracle)
     contains ``solve.sh``, run from ``workdir`` with the solution files in /solution.
+    ``verifier_mode`` and ``outputs`` say what of the agent's filesystem the tests see (see
+    ``VerifierMode``); ``outputs`` are absolute paths, the workdir when empty.
     """
 
     id: str
@@ -35,10 +43,17 @@ class Task:
     command_timeout_s: float = 120.0
     verifier_timeout_s: float = 300.0
     verifier_env: Mapping[str, str] = field(default_factory=dict)
+    verifier_mode: VerifierMode = "outputs"
+    outputs: tuple[str, ...] = ()
     workspace: FileMap = field(default_factory=dict)
     solution: FileSource | None = None
     source: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def output_paths(self) -> tuple[str, ...]:
+        """The paths the verifier carries over from the agent's diff in ``outputs`` mode."""
+        return self.outputs or (self.workdir,)
 
     def sandbox_spec(self) -> SandboxSpec:
         return SandboxSpec(

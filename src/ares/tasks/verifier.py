@@ -1,25 +1,59 @@
 """The verifier: runs a task's tests after the agent is done and turns their output into a reward.
 
-Trust model: the agent must not be able to forge its reward. Where the sandbox supports it
-(``fork_frozen``), the agent's processes are killed and the tests run in a fresh sandbox made of the
-same image plus the agent's filesystem diff. In every case /logs and /tests are emptied before the
-tests are uploaded, so files the agent planted there do not count.
+Trust model: the agent must not be able to forge its reward. On the local sandbox (``fork_verifier``)
+the agent's processes are killed and the tests run in a fresh sandbox of the *pristine* image plus
+only the task's outputs from the agent's diff (``outputs`` mode; ``full`` stacks the whole diff for
+tasks whose success is system state), so the shell, interpreters, site dirs and start-up hooks the
+tests use are the image's. The tests reach it read-only from the host at /tests, /logs/verifier is a
+host directory, and the host reads the reward there itself once every process of the tests is dead.
+Other backends run the tests in a frozen copy of the agent's sandbox (or in it) and read the reward
+through their own file API, never through a command in the sandbox.
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
 import math
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ares.errors import VerifierError
-from ares.sandbox.base import ExecResult, Sandbox
+from ares.errors import SandboxError, VerifierError
+from ares.sandbox.base import BindMount, DiffSummary, ExecResult, Sandbox
+from ares.sandbox.files import write_files
 from ares.tasks.model import Task
+from ares.tasks.reward_files import (
+    LOGS_DIR,
+    LogFiles,
+    parse_reward_json,
+    parse_reward_txt,
+    read_log_files,
+    read_rewards,
+    reward_from,
+)
 
-LOGS_DIR = "/logs/verifier"
+__all__ = ["LOGS_DIR", "TESTS_DIR", "Verdict", "parse_reward_json", "parse_reward_txt", "verify"]
+
 TESTS_DIR = "/tests"
+TEST_COMMAND = f"bash {TESTS_DIR}/test.sh"
+
+
+class _Fork(Protocol):
+    sandbox: Sandbox
+    outside: DiffSummary
+
+
+@runtime_checkable
+class VerifierForkingSandbox(Protocol):
+    """A sandbox that can hand its diff to a fresh sandbox for the tests (the local backend)."""
+
+    async def fork_verifier(
+        self, *, outputs: Sequence[str] | None, binds: Sequence[BindMount] = ()
+    ) -> _Fork: ...
+
+    def host_dir(self, name: str) -> Path: ...
 
 
 @runtime_checkable
@@ -29,41 +63,17 @@ class FreezableSandbox(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """The verifier's outcome: the scalar reward, its named terms, and the test run's output."""
+    """The verifier's outcome: the scalar reward, its named terms, the test run's output, what the
+    tests saw of the agent's filesystem (``mode``: outputs, full, or in-place when they ran in the
+    agent's own sandbox), the files they wrote to /logs/verifier, and what the agent changed outside
+    its outputs."""
 
     reward: float
     terms: Mapping[str, float] = field(default_factory=dict)
     output: ExecResult | None = None
-
-
-def parse_reward_json(text: str) -> tuple[float, dict[str, float]]:
-    """reward.json is an object of named numbers; ``reward`` is the scalar, else the terms' sum."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise VerifierError(f"{LOGS_DIR}/reward.json is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict) or not data:
-        raise VerifierError(f"{LOGS_DIR}/reward.json must be a non-empty JSON object of named numbers")
-    terms: dict[str, float] = {}
-    for name, value in data.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise VerifierError(f"reward.json term {name!r} is {value!r}, not a number")
-        terms[name] = _finite(float(value), f"reward.json term {name!r}")
-    return terms.get("reward", math.fsum(terms.values())), terms
-
-
-def parse_reward_txt(text: str) -> float:
-    try:
-        value = float(text.strip())
-    except ValueError as exc:
-        raise VerifierError(f"{LOGS_DIR}/reward.txt must hold one number, got {text.strip()[:80]!r}") from exc
-    return _finite(value, "reward.txt")
-
-
-def _finite(value: float, what: str) -> float:
-    if not math.isfinite(value):
-        raise VerifierError(f"{what} is {value}, not a finite number")
-    return value
+    mode: str = "full"
+    files: LogFiles = field(default_factory=LogFiles)
+    outside: DiffSummary | None = None
 
 
 async def verify(task: Task, sandbox: Sandbox) -> Verdict:
@@ -71,47 +81,103 @@ async def verify(task: Task, sandbox: Sandbox) -> Verdict:
 
     Raises VerifierError when no usable reward was produced (never a silent 0).
     """
+    if isinstance(sandbox, VerifierForkingSandbox):
+        return await _verify_in_fork(task, sandbox)
     if isinstance(sandbox, FreezableSandbox):
         fresh = await sandbox.fork_frozen()
         await fresh.start()
         try:
-            return await _run_tests(task, fresh)
+            return await _verify_uploaded(task, fresh, "full")
         finally:
             await fresh.stop()
-    return await _run_tests(task, sandbox)
+    return await _verify_uploaded(task, sandbox, "in-place")
 
 
-async def _run_tests(task: Task, sandbox: Sandbox) -> Verdict:
+async def _verify_in_fork(task: Task, sandbox: VerifierForkingSandbox) -> Verdict:
+    logs = await asyncio.to_thread(sandbox.host_dir, "verifier-logs")
+    tests = task.tests
+    if not isinstance(tests, Path):
+        tests = await asyncio.to_thread(_materialize, sandbox.host_dir("verifier-tests"), tests)
+    binds = (BindMount(Path(tests), TESTS_DIR), BindMount(logs, LOGS_DIR, read_only=False))
+    outputs = None if task.verifier_mode == "full" else task.output_paths
+    fork = await sandbox.fork_verifier(outputs=outputs, binds=binds)
+    try:
+        await fork.sandbox.start()
+        output = await _run_tests(task, fork.sandbox)
+    finally:
+        await fork.sandbox.stop()  # every process of the tests is dead before their files are read
+    try:
+        rewards, files = await asyncio.to_thread(_read_logs, logs)
+    except VerifierError as exc:  # a reward file that is a link, a FIFO or too large
+        exc.evidence = Verdict(
+            math.nan, {}, output, "full" if outputs is None else "outputs", LogFiles(), fork.outside
+        )
+        raise
+    return _verdict(task, rewards, files, output, "full" if outputs is None else "outputs", fork.outside)
+
+
+def _materialize(dest: Path, files: Mapping[str, bytes | str]) -> Path:
+    write_files(dest, files)
+    return dest
+
+
+def _read_logs(logs: Path) -> tuple[dict[str, str], LogFiles]:
+    return read_rewards(logs), read_log_files(logs)
+
+
+async def _run_tests(task: Task, sandbox: Sandbox) -> ExecResult:
+    return await sandbox.exec(
+        TEST_COMMAND,
+        cwd=task.workdir,
+        env={**task.env, **task.verifier_env},
+        timeout_s=task.verifier_timeout_s,
+    )
+
+
+async def _verify_uploaded(task: Task, sandbox: Sandbox, mode: str) -> Verdict:
+    """Backends without host binds: tests uploaded, reward read through the backend's file API."""
     reset = await sandbox.exec(
         f"rm -rf /logs {TESTS_DIR} && mkdir -p {LOGS_DIR} {TESTS_DIR}", cwd="/", timeout_s=60
     )
     if not reset.ok:
         raise VerifierError(f"could not prepare the verifier dirs: {reset.stderr.strip()[:500]}")
     await sandbox.upload(task.tests, TESTS_DIR)
-    output = await sandbox.exec(
-        f"bash {TESTS_DIR}/test.sh",
-        cwd=task.workdir,
-        env={**task.env, **task.verifier_env},
-        timeout_s=task.verifier_timeout_s,
-    )
-    reward_json = await _read_optional(sandbox, f"{LOGS_DIR}/reward.json")
-    if reward_json is not None:
-        reward, terms = parse_reward_json(reward_json)
-        return Verdict(reward, terms, output)
-    reward_txt = await _read_optional(sandbox, f"{LOGS_DIR}/reward.txt")
-    if reward_txt is not None:
-        return Verdict(parse_reward_txt(reward_txt), {}, output)
-    why = (
-        f"timed out after {task.verifier_timeout_s:g}s"
-        if output.timed_out
-        else f"exit code {output.exit_code}"
-    )
-    tail = (output.stdout + output.stderr).strip()[-800:]
-    raise VerifierError(
-        f"tests/test.sh ({why}) wrote neither reward.json nor reward.txt. Output tail:\n{tail}"
-    )
+    output = await _run_tests(task, sandbox)
+    with tempfile.TemporaryDirectory(prefix="ares-verifier-") as tmp:
+        local = Path(tmp) / "verifier"
+        try:
+            await sandbox.download(LOGS_DIR, local)
+        except SandboxError:
+            local.mkdir()
+        rewards, files = await asyncio.to_thread(_read_logs, local)
+    return _verdict(task, rewards, files, output, mode, None)
 
 
-async def _read_optional(sandbox: Sandbox, path: str) -> str | None:
-    result = await sandbox.exec(f"cat {path}", cwd="/", timeout_s=30)
-    return result.stdout if result.exit_code == 0 else None
+def _verdict(
+    task: Task,
+    rewards: dict[str, str],
+    files: LogFiles,
+    output: ExecResult,
+    mode: str,
+    outside: DiffSummary | None,
+) -> Verdict:
+    evidence = Verdict(math.nan, {}, output, mode, files, outside)
+    try:
+        found = reward_from(rewards)
+    except VerifierError as exc:
+        exc.evidence = evidence
+        raise
+    if found is None:
+        why = (
+            f"timed out after {task.verifier_timeout_s:g}s"
+            if output.timed_out
+            else f"exit code {output.exit_code}"
+        )
+        tail = (output.stdout + output.stderr).strip()[-800:]
+        error = VerifierError(
+            f"tests/test.sh ({why}) wrote neither reward.json nor reward.txt. Output tail:\n{tail}"
+        )
+        error.evidence = evidence
+        raise error
+    reward, terms = found
+    return Verdict(reward, terms, output, mode, files, outside)

@@ -44,8 +44,30 @@ def episode_view(episode: EpisodeRecord) -> Json:
             "stderr": summary.get("verifier_stderr"),
             "limit_hits": jsonable(summary.get("limit_hits")),
             "sandbox_crash": summary.get("sandbox_crash"),
+            "mode": summary.get("verifier_mode"),
+            "files": _verifier_files(summary.get("verifier_files")),
+            "changed_outside": _changed_outside(summary.get("changed_outside")),
         },
         "turns": _turns(episode.steps),
+    }
+
+
+def _verifier_files(files: Any) -> list[Json]:
+    """The files the tests wrote to /logs/verifier, as (name, text) pairs in name order."""
+    if not isinstance(files, Mapping):
+        return []
+    return [{"name": str(name), "text": _text(text)} for name, text in sorted(files.items())]
+
+
+def _changed_outside(summary: Any) -> Json | None:
+    """What the agent changed outside the task's outputs: a count and the first paths."""
+    if not isinstance(summary, Mapping) or not summary.get("count"):
+        return None
+    paths = summary.get("paths")
+    return {
+        "count": summary.get("count"),
+        "truncated": bool(summary.get("truncated")),
+        "paths": [str(p) for p in paths] if isinstance(paths, list) else [],
     }
 
 

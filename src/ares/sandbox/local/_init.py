@@ -142,11 +142,27 @@ def setup_filesystem(cfg: dict, fds: list[int], resolv: str | None) -> None:
         lower = ":".join(f"l{i}" for i in m["layers"])
         opts = f"lowerdir={lower},upperdir=s/upper/{m['key']},workdir=s/work/{m['key']},userxattr"
         mount("overlay", "../root" + m["target"].rstrip("/"), "overlay", 0, opts)
+    attach_binds(cfg, fds[len(sources) :])
     setup_dev("../root")
     if resolv is not None:
         bind_resolv_conf("../root", "resolv.conf")
     os.chdir("..")
     check(libc.umount2(b"stage", MNT_DETACH), "detach the staging mounts")
+
+
+def attach_binds(cfg: dict, fds: list[int]) -> None:
+    """Show host dirs inside (the verifier's tests read-only, its reward dir writable): idmapped
+    clones made by the host, or plain binds when unprivileged. The host created each target as a
+    real directory in the upper dir, so no component of its path is a symlink."""
+    for index, bind in enumerate(cfg["binds"]):
+        target = "../root" + bind["target"]
+        locked = MS_NOSUID | MS_NODEV | (MS_RDONLY if bind["readonly"] else MS_NOEXEC)
+        if cfg["idmapped"]:
+            check(libc.syscall(SYS_MOVE_MOUNT, fds[index], b"", AT_FDCWD, target.encode(),
+                               MOVE_MOUNT_F_EMPTY_PATH), f"attach {bind['target']}")  # fmt: skip
+        else:
+            mount(bind["source"], target, None, MS_BIND)
+            mount(None, target, None, MS_BIND | MS_REMOUNT | locked)
 
 
 def setup_dev(root: str) -> None:

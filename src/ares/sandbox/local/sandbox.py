@@ -20,15 +20,25 @@ import signal
 import socket
 import struct
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ares.errors import SandboxCrashedError, SandboxError, SandboxUnavailableError
-from ares.sandbox.base import ExecResult, FileMap, ImageSpec, Resources, SandboxSpec, StartStopContext
+from ares.sandbox.base import (
+    BindMount,
+    DiffSummary,
+    ExecResult,
+    FileMap,
+    ImageSpec,
+    Resources,
+    SandboxSpec,
+    StartStopContext,
+)
 from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.images.config import ImageConfig
-from ares.sandbox.local import janitor, limits, seccomp, userns, workspace
+from ares.sandbox.local import diff, janitor, limits, seccomp, userns, workspace
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
 from ares.sandbox.local.rootfs import RootfsPlan
 
@@ -72,6 +82,23 @@ async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
     return built.plan, built.config
 
 
+def _checked_bind(bind: BindMount) -> BindMount:
+    target = PurePosixPath(bind.target)
+    if not target.is_absolute() or ".." in target.parts or str(target) == "/":
+        raise SandboxError(f"bind target {bind.target!r} must be an absolute path below /, without '..'")
+    if not Path(bind.source).is_dir():
+        raise SandboxError(f"bind source {bind.source} is not a directory")
+    return bind
+
+
+@dataclass(frozen=True, slots=True)
+class VerifierFork:
+    """A sandbox for a task's tests, and what the agent changed outside the task's outputs."""
+
+    sandbox: LocalSandbox
+    outside: DiffSummary
+
+
 class LocalSandbox(StartStopContext):
     """A sandbox on this machine. Create it, ``await start()``, ``exec`` commands, ``await stop()``."""
 
@@ -85,19 +112,22 @@ class LocalSandbox(StartStopContext):
         limit_mode: LimitMode | None = None,
         default_resources: Resources = limits.DEFAULT_RESOURCES,
         output_limit: int | None = limits.DEFAULT_OUTPUT_BYTES,
+        binds: Sequence[BindMount] = (),
     ) -> None:
         """``plan``/``image_config`` pin the filesystem and defaults (otherwise ``spec.image`` is
         resolved, building a Dockerfile on first use); ``scratch_dir`` is where the sandbox's upper
         dirs live (the image builder keeps them on the cache's filesystem to commit them as layers);
         ``limit_mode="rlimit"`` (or ``$ARES_SANDBOX_LIMITS=rlimit``) enforces limits with rlimits only,
         as for an unprivileged user. ``default_resources`` fill what ``spec.resources`` leaves unset
-        (``Resources()`` for none); ``output_limit`` bounds each output stream of ``exec`` (bytes)."""
+        (``Resources()`` for none); ``output_limit`` bounds each output stream of ``exec`` (bytes);
+        ``binds`` show host directories inside (the verifier's tests and reward dir)."""
         self.spec = spec or SandboxSpec()
         self._plan = plan
         self._image_config = image_config or ImageConfig()
         self._scratch_dir = scratch_dir
         self._default_resources = default_resources
         self._output_limit = output_limit
+        self._binds = tuple(_checked_bind(b) for b in binds)
         self._dir: Path | None = None
         self._proc: asyncio.subprocess.Process | None = None
         self._ctl: socket.socket | None = None
@@ -168,8 +198,9 @@ class LocalSandbox(StartStopContext):
             self._limits = SandboxLimits(resources, self._limit_mode, task_set=self.spec.resources)
         prepare = None if self._limits is None else self._limits.mount_storage
         self._dir = workspace.new_sandbox_dir(self._plan, self._scratch_dir, prepare)
-        root_upper = self._dir / "upper" / "_root"
-        (root_upper / self.spec.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        for path in (self.spec.workdir, *(b.target for b in self._binds)):
+            mount, rel = diff.mount_of(path, self._plan.mounts)
+            (self._dir / "upper" / mount.key / rel).mkdir(parents=True, exist_ok=True)
         try:
             if userns.root_mapped():
                 self._ids = await asyncio.to_thread(userns.allocate)
@@ -227,11 +258,19 @@ class LocalSandbox(StartStopContext):
             "idmapped": self._ids is not None,
             "seccomp": program,
             "oom_score_adj": limits.HELPER_OOM_SCORE_ADJ,
+            "binds": [
+                {"source": str(b.source), "target": b.target, "readonly": b.read_only} for b in self._binds
+            ],
         }
         await self._send(marshal.dumps(config))
         await self._expect("unshared")
         pid = self._proc.pid
-        fds = await asyncio.to_thread(self._map_ids, pid, [*layers, str(self._dir)])
+        clones = [(path, 0) for path in (*layers, str(self._dir))]
+        clones += [
+            (str(b.source), userns.BIND_READ_ONLY if b.read_only else userns.BIND_WRITABLE)
+            for b in self._binds
+        ]
+        fds = await asyncio.to_thread(self._map_ids, pid, clones)
         resolv = None
         if self.spec.network:
             from ares.sandbox.local import network  # pasta/slirp4netns only for sandboxes that want it
@@ -259,9 +298,9 @@ class LocalSandbox(StartStopContext):
         if self._limits is not None:
             self._limits.attach(pid)
 
-    def _map_ids(self, pid: int, mounts: list[str]) -> list[int]:
-        """Write the init's uid/gid maps; return idmapped clones of ``mounts`` when root-run (for the
-        init to mount)."""
+    def _map_ids(self, pid: int, mounts: list[tuple[str, int]]) -> list[int]:
+        """Write the init's uid/gid maps; return idmapped clones of ``mounts`` (path, mount flags)
+        when root-run (for the init to mount)."""
         proc = Path(f"/proc/{pid}")
         fds: list[int] = []
         try:
@@ -270,8 +309,8 @@ class LocalSandbox(StartStopContext):
                 (proc / "gid_map").write_text(self._ids.map_line())
                 user_ns = os.open(proc / "ns" / "user", os.O_RDONLY | os.O_CLOEXEC)
                 try:
-                    for path in mounts:
-                        fds.append(userns.idmapped_clone(path, user_ns))
+                    for path, flags in mounts:
+                        fds.append(userns.idmapped_clone(path, user_ns, flags=flags))
                 finally:
                     os.close(user_ns)
             else:
@@ -353,6 +392,50 @@ class LocalSandbox(StartStopContext):
             default_resources=self._default_resources,
             output_limit=self._output_limit,
         )
+
+    async def fork_verifier(
+        self, *, outputs: Sequence[str] | None, binds: Sequence[BindMount] = ()
+    ) -> VerifierFork:
+        """Kill every process here and return an unstarted sandbox for a task's tests, with ``binds``.
+
+        Its filesystem is the pristine image plus only ``outputs`` (absolute paths) carried over from
+        this diff, so tools, interpreters, site dirs and start-up hooks the agent changed elsewhere do
+        not reach the tests; ``outputs=None`` stacks the whole diff (for tasks whose success is system
+        state). Either way the fork says what changed outside ``outputs`` (or the workdir). This
+        sandbox's files stay until its ``stop()``, which must come after the fork's.
+        """
+        if self._dir is None or self._plan is None:
+            raise SandboxError("the sandbox has not been started")
+        await self._kill_processes()
+        upper, plan = self._dir / "upper", self._plan
+        kept = tuple(outputs) if outputs is not None else (self.spec.workdir,)
+        outside = await asyncio.to_thread(diff.summarize_outside, upper, plan.mounts, kept)
+        if outputs is None:
+            plan = plan.stacked_on(upper)
+        else:
+            layer = self._dir / "outputs"
+            if not layer.exists():  # a second fork reuses the outputs carried by the first
+                await asyncio.to_thread(diff.carry_outputs, upper, plan.mounts, kept, layer)
+            plan = plan.stacked_on(layer)
+        fork = LocalSandbox(
+            self.spec,
+            plan=plan,
+            image_config=self._image_config,
+            limit_mode=self._limit_mode,
+            default_resources=self._default_resources,
+            output_limit=self._output_limit,
+            binds=binds,
+        )
+        return VerifierFork(fork, outside)
+
+    def host_dir(self, name: str) -> Path:
+        """An empty host directory that lives (and is deleted) with this sandbox: a bind source for
+        a fork, on the filesystem the sandbox's mounts already use."""
+        if self._dir is None:
+            raise SandboxError("the sandbox has not been started")
+        path = self._dir / "host" / name
+        path.mkdir(parents=True, mode=0o755)
+        return path
 
     async def commit(self, dest: Path) -> None:
         """Kill every process, move the diff to ``dest`` (same filesystem) as an image layer, and stop.

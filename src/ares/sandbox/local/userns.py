@@ -36,7 +36,11 @@ LOCK_DIR = Path("/run/ares/idranges")
 SYS_OPEN_TREE, SYS_MOUNT_SETATTR = 428, 442  # the same on every architecture (unified table)
 OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 1, os.O_CLOEXEC
 AT_FDCWD, AT_EMPTY_PATH = -100, 0x1000
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC = 0x1, 0x2, 0x4, 0x8
 MOUNT_ATTR_IDMAP = 0x100000
+#: Flags of a bind mount (the sandbox cannot clear them): read-only binds, and writable ones.
+BIND_READ_ONLY = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
+BIND_WRITABLE = MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -100,12 +104,13 @@ def _lock_dir() -> Path:
     return LOCK_DIR
 
 
-def idmapped_clone(path: str, userns_fd: int) -> int:
-    """A detached clone of the mount at ``path`` whose ids are shifted by the user namespace's map."""
+def idmapped_clone(path: str, userns_fd: int, *, flags: int = 0) -> int:
+    """A detached clone of the mount at ``path`` whose ids are shifted by the user namespace's map,
+    with the mount ``flags`` (``MOUNT_ATTR_*``) added."""
     fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)
     if fd < 0:
         raise _error(f"open_tree {path}")
-    attr = _MountAttr(MOUNT_ATTR_IDMAP, 0, 0, userns_fd)
+    attr = _MountAttr(MOUNT_ATTR_IDMAP | flags, 0, 0, userns_fd)
     if _libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH, ctypes.byref(attr), ctypes.sizeof(attr)) < 0:
         err = _error(f"idmapped mount of {path}")
         os.close(fd)

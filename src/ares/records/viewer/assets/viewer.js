@@ -151,7 +151,15 @@
       v.stderr ? el("pre", { class: "stderr" }, v.stderr) : null,
       v.limit_hits && v.limit_hits.length ? el("div", { class: "meta" }, "limit hits ", el("b", {}, v.limit_hits.join(", "))) : null,
       v.sandbox_crash ? el("div", { class: "meta" }, "sandbox crashed under the agent ", el("b", {}, v.sandbox_crash)) : null,
-      !v.stdout && !v.stderr ? el("p", { class: "empty" }, "No verifier output recorded.") : null);
+      v.mode ? el("div", { class: "meta" }, "tests saw ", el("b", {}, v.mode === "outputs"
+        ? "the pristine image + the task's outputs" : v.mode === "full" ? "the agent's whole filesystem" : "the agent's own sandbox")) : null,
+      v.changed_outside ? el("div", { class: "outside" },
+        el("div", { class: "meta" }, "changed outside the task's outputs ",
+          el("b", {}, `${v.changed_outside.count}${v.changed_outside.truncated ? "+" : ""} path(s)`)),
+        el("pre", {}, v.changed_outside.paths.join("\n"))) : null,
+      !v.stdout && !v.stderr ? el("p", { class: "empty" }, "No verifier output recorded.") : null,
+      (v.files || []).map((f) => el("details", { class: "verifier-file" },
+        el("summary", {}, `/logs/verifier/${f.name}`), el("pre", {}, f.text))));
     const error = e.error ? el("div", { class: "error" }, el("h3", {}, "Error"),
       el("pre", {}, `${e.error.type}: ${e.error.message}${e.error.traceback ? "\n\n" + e.error.traceback : ""}`)) : null;
     return [el("h2", {}, e.task || e.id), meta, error, el("h3", {}, "Conversation"),
