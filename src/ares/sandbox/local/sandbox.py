@@ -15,6 +15,7 @@ import contextlib
 import marshal
 import os
 import select
+import secrets
 import shlex
 import signal
 import socket
@@ -429,12 +430,13 @@ class LocalSandbox(StartStopContext):
         return VerifierFork(fork, outside)
 
     def host_dir(self, name: str) -> Path:
-        """An empty host directory that lives (and is deleted) with this sandbox: a bind source for
-        a fork, on the filesystem the sandbox's mounts already use."""
+        """A new empty host directory that lives (and is deleted) with this sandbox: a bind source
+        for a fork, on the filesystem the sandbox's mounts already use."""
         if self._dir is None:
             raise SandboxError("the sandbox has not been started")
-        path = self._dir / "host" / name
-        path.mkdir(parents=True, mode=0o755)
+        (self._dir / "host").mkdir(mode=0o755, exist_ok=True)
+        path = self._dir / "host" / f"{name}-{secrets.token_hex(4)}"
+        path.mkdir(mode=0o755)
         return path
 
     async def commit(self, dest: Path) -> None:
