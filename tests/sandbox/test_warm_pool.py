@@ -159,7 +159,8 @@ async def test_dead_pooled_sandboxes_are_replaced(recorder: Recorder) -> None:
         await lease.start()
         assert (await lease.exec("echo fine")).stdout == "fine\n"
         assert lease.inner not in (stopped, crashed)
-        assert (pool.stats.hits, pool.stats.misses, pool.stats.replaced) == (0, 1, 2)
+        # Both dead ones were replaced; the lease is a fresh start, or a refill that won the race.
+        assert pool.stats.replaced == 2 and pool.stats.hits + pool.stats.misses == 1
         assert not crashed.running
         await lease.stop()
 

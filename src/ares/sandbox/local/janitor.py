@@ -13,6 +13,7 @@ import atexit
 import contextlib
 import logging
 import os
+import select
 import signal
 import stat
 import tempfile
@@ -119,12 +120,33 @@ def kill_all() -> None:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         for pid in pids:
-            with contextlib.suppress(OSError):
-                os.waitpid(pid, 0)
+            _wait_gone(pid)
         if release is not None:
             with contextlib.suppress(Exception):
                 release()
         remove_tree(path)
+
+
+def _wait_gone(pid: int, timeout_s: float = 5.0) -> None:
+    """Reap ``pid`` if it is our child; otherwise (an init forked by the zygote, a pid 1) wait, bounded,
+    until it has exited, so its files are no longer in use when they are removed."""
+    try:
+        os.waitpid(pid, 0)
+        return
+    except ChildProcessError:
+        pass
+    except OSError:
+        return
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return  # already gone
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        poller.poll(timeout_s * 1000)
+    finally:
+        os.close(pidfd)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:

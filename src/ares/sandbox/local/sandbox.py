@@ -14,13 +14,12 @@ import asyncio
 import contextlib
 import marshal
 import os
-import select
 import secrets
+import select
 import shlex
 import signal
 import socket
 import struct
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -39,14 +38,13 @@ from ares.sandbox.base import (
 )
 from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.images.config import ImageConfig
-from ares.sandbox.local import diff, janitor, limits, seccomp, userns, workspace
+from ares.sandbox.local import diff, janitor, limits, seccomp, userns, workspace, zygote
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
 from ares.sandbox.local.rootfs import RootfsPlan
 
 if TYPE_CHECKING:
     from ares.sandbox.local.network import UserNetwork
 
-INIT_SCRIPT = str(Path(__file__).with_name("_init.py"))
 DEFAULT_ENV = {
     "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "HOME": "/root",
@@ -130,7 +128,7 @@ class LocalSandbox(StartStopContext):
         self._output_limit = output_limit
         self._binds = tuple(_checked_bind(b) for b in binds)
         self._dir: Path | None = None
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: zygote.InitProcess | None = None
         self._ctl: socket.socket | None = None
         self._pids: list[int] = []
         self._shell = "/bin/sh"
@@ -217,16 +215,8 @@ class LocalSandbox(StartStopContext):
 
     async def _launch(self, program: bytes | None) -> None:
         assert self._dir is not None and self._plan is not None
-        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        host_end.setblocking(False)
-        self._ctl = host_end
-        # Opening a fresh local file is not I/O bound; doing it inline keeps start-up fast.
-        with child_end, open(self._dir / "init.log", "wb") as log:  # noqa: ASYNC230
-            self._proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-S", INIT_SCRIPT, str(child_end.fileno()),
-                pass_fds=(child_end.fileno(),), env={}, stdin=asyncio.subprocess.DEVNULL,
-                stdout=log, stderr=log, cwd="/",
-            )  # fmt: skip
+        # Forked by this process's zygote (or spawned directly when it cannot be used).
+        self._ctl, self._proc = await zygote.start_init(self._dir / "init.log")
         self._pids = [self._proc.pid]
         janitor.register(str(id(self)), self._pids, self._dir, self._release_limits)
         # Moving a process into a v1 cgroup waits for an RCU grace period (~10 ms): done while the
@@ -463,14 +453,9 @@ class LocalSandbox(StartStopContext):
         for pid in victims:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        if self._proc is not None:
-            try:
-                await asyncio.wait_for(self._proc.wait(), 5.0)
-            except TimeoutError:
-                with contextlib.suppress(OSError):
-                    os.kill(self._proc.pid, signal.SIGKILL)
-                await self._proc.wait()
-            self._proc = None
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            await proc.finish(5.0)
         user_network, self._network = self._network, None
         if user_network is not None:
             await user_network.stop()
