@@ -26,6 +26,7 @@ class Layout:
     tests: Path
     solution: Path
     logs: Path
+    verifier_env: Mapping[str, str]
 
     @property
     def reward(self) -> Path:
@@ -42,11 +43,12 @@ def _write(files: Mapping[str, bytes | str], dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         data = content.encode() if isinstance(content, str) else content
+        (dest / name).parent.mkdir(parents=True, exist_ok=True)
         (dest / name).write_bytes(data)
 
 
 def _materialize(task: Task, root: Path) -> Layout:
-    layout = Layout(root / "workspace", root / "tests", root / "solution", root / "logs")
+    layout = Layout(root / "workspace", root / "tests", root / "solution", root / "logs", task.verifier_env)
     assert isinstance(task.tests, Mapping) and isinstance(task.solution, Mapping)
     _write(task.workspace, layout.workdir)
     _write(task.tests, layout.tests)
@@ -66,7 +68,7 @@ def _bash(script: Path, layout: Layout, **extra: str) -> subprocess.CompletedPro
 
 
 def _verify(layout: Layout, **extra: str) -> float:
-    result = _bash(layout.tests / "test.sh", layout, **extra)
+    result = _bash(layout.tests / "test.sh", layout, **layout.verifier_env, **extra)
     assert layout.reward.is_file(), f"no reward written: {result.stdout}{result.stderr}"
     return float(layout.reward.read_text())
 

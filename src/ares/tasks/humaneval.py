@@ -1,9 +1,12 @@
 """HumanEval (164 Python function-completion problems) as ARES tasks, read from the installed package.
 
 Each task gives the agent ``solution.py`` holding the problem's prompt (signature + docstring). The
-verifier runs the problem's hidden tests in a child process and always leaves a reward file, so a
-broken, looping or unfinished solution scores 0.0 instead of failing the episode. The scripts take
-their paths from env vars (``ARES_WORKDIR``, ``ARES_LOGS_DIR``) so they can also run on the host.
+verifier runs the problem's hidden tests so that the agent's code cannot forge a pass: solution.py
+runs only in a confined child process (``isolated.py``, shipped next to the checker), the checker
+never imports it and judges plain data, and the tests reach the checker through
+``Task.verifier_env`` rather than a readable file. A broken, looping or unfinished solution scores
+0.0 instead of failing the episode. The scripts take their paths from env vars (``ARES_WORKDIR``,
+``ARES_LOGS_DIR``) so they can also run on the host.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ import base64
 import functools
 import gzip
 import json
+import marshal
+import sys
 import textwrap
 from importlib import resources
+from importlib.util import MAGIC_NUMBER, source_hash
 from typing import Any
 
 from ares.errors import TaskError
@@ -29,132 +35,133 @@ _TEST_SH = """\
 #!/usr/bin/env bash
 # Runs the hidden HumanEval tests; check.py always writes $ARES_LOGS_DIR/verifier/reward.txt.
 set -u
-exec python3 "$(dirname "${BASH_SOURCE[0]}")/check.py"
+here="${BASH_SOURCE[0]%/*}"
+[[ "$here" == "${BASH_SOURCE[0]}" ]] && here=.
+exec python3 -I -S -B "$here/check.py"
 """
+
+#: The problem reaches the checker in these env vars (Task.verifier_env), never as a file in /tests.
+ENV_PREFIX = "ARES_HUMANEVAL_"
+_MAX_ENV_VALUE = 100_000  # Linux caps one env string at 128 KiB
 
 # The checker is plain stdlib Python 3 because it runs on the sandbox's system interpreter.
-_CHECK_PY = '''\
-"""HumanEval checker: scores solution.py with the hidden tests and always writes a reward."""
+_CHECK_PY = """\
+\"\"\"HumanEval checker: runs the hidden tests against solution.py without ever importing it.
 
-import ast
-import json
+solution.py runs in a child process (isolated.py --serve) that confines itself before importing
+it; this process only sees the plain data the child returns, judged by the problem's own check().
+The problem comes from ARES_HUMANEVAL_* env vars (removed before the child starts), helpers the
+tests use come from the trusted prompt, and only this process writes the reward: 0.0 first, 1.0
+when every check passed.
+\"\"\"
+
 import os
-import secrets
-import signal
-import subprocess
 import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-PROBLEM_FILE = HERE / "problem.json"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import isolated
 
-# Runs the agent's code in a separate process so that crashes, exits and loops cannot forge a pass:
-# only a run that reaches the end of check() prints the one-time token read from stdin.
-CHILD = r"""
-import json, sys, traceback
-token = sys.stdin.readline().strip()
-problem = json.loads(open(sys.argv[1], encoding="utf-8").read())
-sys.path.insert(0, sys.argv[2])
-try:
-    import solution
-    candidate = getattr(solution, problem["entry_point"])
-    namespace = dict(vars(solution))
-    namespace.update(__name__="hidden_tests", __file__="<hidden tests>", __loader__=None, __spec__=None)
-    exec(compile(problem["test"], "<hidden tests>", "exec"), namespace)
-    namespace["check"](candidate)
-except BaseException as exc:
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    sys.stderr.write("".join(lines[-6:]))
-    sys.stderr.flush()
-    import os
-    os._exit(1)
-sys.stdout.write("\\n" + token + "\\n")
-sys.stdout.flush()
-"""
-
-
-def reward_file():
-    return Path(os.environ.get("ARES_LOGS_DIR", "/logs")) / "verifier" / "reward.txt"
+PREFIX = "ARES_HUMANEVAL_"
+TESTS = "<hidden tests>"
 
 
 def write_reward(value):
-    path = reward_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"{value}\\n", encoding="utf-8")
+    folder = os.path.join(os.environ.get("ARES_LOGS_DIR") or "/logs", "verifier")
+    os.makedirs(folder, exist_ok=True)
+    forged = os.path.join(folder, "reward.json")  # it would win over reward.txt
+    if os.path.lexists(forged):
+        os.remove(forged)
+    with open(os.path.join(folder, "reward.txt"), "w", encoding="ascii") as out:
+        out.write(f"{value}\\n")
 
 
-def is_unfinished(source, name):
-    """True when the last top-level ``def name`` has only a docstring, ``pass`` or ``...``."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return False
-    defs = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    defs = [n for n in defs if n.name == name]
-    if not defs:
-        return False
-    return all(
-        isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
-        for s in defs[-1].body
-    )
+def run_check(candidate, problem):
+    \"\"\"Runs the problem's check() on a stand-in that calls the candidate; raises on failure.\"\"\"
+    entry_point, test, prompt = problem["ENTRY_POINT"], problem["TEST"], problem.get("PROMPT", "")
+    namespace = {"__name__": "hidden_tests"}
+    # Helpers such as poly() or encode_cyclic() come from the trusted prompt, never from solution.py;
+    # the prompt runs only when the tests name one (its typing import alone costs milliseconds).
+    helpers = [line[4 : line.find("(")] for line in prompt.splitlines() if line.startswith("def ")]
+    if any(name != entry_point and name in test for name in helpers):
+        exec(compile(prompt, "<prompt>", "exec"), namespace)
+    exec(compile(test, TESTS, "exec"), namespace)
+    remote = candidate.function(entry_point)
+    namespace[entry_point] = remote
+    candidate.wait_ready()
+    namespace["check"](remote)
 
 
-def run_child(workdir, timeout_s):
-    token = secrets.token_hex(16)
-    proc = subprocess.Popen(
-        [sys.executable, "-B", "-c", CHILD, str(PROBLEM_FILE), str(workdir)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        cwd=str(workdir), start_new_session=True,
-    )
-    timed_out = False
-    try:
-        out, err = proc.communicate((token + "\\n").encode(), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        out, err = b"", b""
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    if timed_out:
-        try:
-            proc.communicate(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        return False, f"timed out after {timeout_s:g}s"
-    passed = proc.returncode == 0 and token in out.decode("utf-8", "replace").splitlines()
-    detail = err.decode("utf-8", "replace").strip()[-2000:]
-    return passed, detail or f"exit code {proc.returncode}"
+def explain(exc, test):
+    \"\"\"The error and the hidden-test line that was running.\"\"\"
+    if isinstance(exc, isolated.CandidateFailed):
+        return str(exc)
+    line, tb = 0, exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == TESTS:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    text = f"{type(exc).__name__}: {exc}".rstrip(": ")
+    source = test.splitlines()[line - 1].strip() if 0 < line <= len(test.splitlines()) else ""
+    return f"{text} at hidden test line {line}: {source[:300]}" if source else text
 
 
 def main():
+    names = [name for name in os.environ if name.startswith(PREFIX)]
+    problem = {name[len(PREFIX) :]: os.environ.pop(name) for name in names}
     write_reward(0.0)
-    problem = json.loads(PROBLEM_FILE.read_text(encoding="utf-8"))
-    workdir = Path(os.environ.get("ARES_WORKDIR", problem["workdir"]))
+    task_id = problem.get("TASK_ID", "HumanEval")
+    workdir = os.environ.get("ARES_WORKDIR") or os.getcwd()
     try:
         timeout_s = float(os.environ.get("ARES_CHECK_TIMEOUT_S", "40"))
     except ValueError:
         timeout_s = 40.0
-    solution = workdir / "solution.py"
-    name = problem["entry_point"]
-    if not solution.is_file():
-        print(f"FAIL {problem['task_id']}: {solution} does not exist", file=sys.stderr)
+    missing = [key for key in ("ENTRY_POINT", "TEST") if not problem.get(key)]
+    if missing:
+        lacking = ", ".join(PREFIX + key for key in missing)
+        print(f"FAIL {task_id}: the verifier env lacks {lacking}", file=sys.stderr)
         return
-    if is_unfinished(solution.read_text(encoding="utf-8", errors="replace"), name):
-        print(f"FAIL {problem['task_id']}: {name}() has no implementation yet", file=sys.stderr)
+    if not os.path.isfile(os.path.join(workdir, "solution.py")):
+        print(f"FAIL {task_id}: {workdir}/solution.py does not exist", file=sys.stderr)
         return
-    passed, detail = run_child(workdir, timeout_s)
-    write_reward(1.0 if passed else 0.0)  # also replaces anything the agent's code wrote there
-    if passed:
-        print(f"PASS {problem['task_id']}: all hidden tests passed")
+    # Started before anything else, so its interpreter start-up overlaps with ours.
+    candidate = isolated.Candidate(workdir, "solution", timeout_s=timeout_s)
+    try:
+        run_check(candidate, problem)
+        failure = candidate.failure
+    except Exception as exc:
+        failure = explain(exc, problem["TEST"])
+    finally:
+        candidate.close()
+    confinement = f"candidate confinement: {candidate.confinement}"
+    if candidate.confinement == "none":
+        print(f"WARNING: the candidate ran unconfined ({candidate.confinement_detail})", file=sys.stderr)
+    if failure is None:
+        write_reward(1.0)
+        print(f"PASS {task_id}: all hidden tests passed ({confinement})")
     else:
-        print(f"FAIL {problem['task_id']}: {detail}", file=sys.stderr)
+        print(f"FAIL {task_id}: {failure} ({confinement})", file=sys.stderr)
 
 
 if __name__ == "__main__":
     main()
-'''
+"""
+
+
+@functools.cache
+def _isolated_files() -> dict[str, str | bytes]:
+    """isolated.py, shipped verbatim next to check.py (the checker runs without ARES installed), and
+    its bytecode for this interpreter's version: the checker and the candidate process each import
+    it, and compiling it would cost both milliseconds. The .pyc is checked against the source's hash,
+    so a sandbox with another Python version (or an edited source) just compiles the source."""
+    source = resources.files("ares.tasks").joinpath("isolated.py").read_bytes()
+    files: dict[str, str | bytes] = {"isolated.py": source.decode("utf-8")}
+    tag = sys.implementation.cache_tag
+    if tag is not None:
+        code = compile(source, "isolated.py", "exec", dont_inherit=True)
+        checked_hash = (0b11).to_bytes(4, "little")  # PEP 552: hash-based, check the source
+        pyc = MAGIC_NUMBER + checked_hash + source_hash(source) + marshal.dumps(code)
+        files[f"__pycache__/isolated.{tag}.pyc"] = pyc
+    return files
 
 
 def _instruction(entry_point: str, prompt: str) -> str:
@@ -189,20 +196,20 @@ def _task(row: dict[str, Any]) -> Task:
     task_id: str = row["task_id"]
     number = task_id.rsplit("/", 1)[-1]
     prompt: str = row["prompt"]
-    problem = {
-        "task_id": task_id,
-        "entry_point": row["entry_point"],
-        "test": row["test"],
-        "workdir": WORKDIR,
+    verifier_env = {
+        f"{ENV_PREFIX}TASK_ID": task_id,
+        f"{ENV_PREFIX}ENTRY_POINT": row["entry_point"],
+        f"{ENV_PREFIX}PROMPT": prompt,
+        f"{ENV_PREFIX}TEST": row["test"],
     }
+    too_long = [key for key, value in verifier_env.items() if len(value.encode()) > _MAX_ENV_VALUE]
+    if too_long:
+        raise TaskError(f"HumanEval {task_id}: {too_long} exceed the {_MAX_ENV_VALUE}-byte env value limit")
     return Task(
         id=f"humaneval_{number}",
         instruction=_instruction(row["entry_point"], prompt),
-        tests={
-            "test.sh": _TEST_SH,
-            "check.py": _CHECK_PY,
-            "problem.json": json.dumps(problem, indent=1) + "\n",
-        },
+        tests={"test.sh": _TEST_SH, "check.py": _CHECK_PY, **_isolated_files()},
+        verifier_env=verifier_env,
         network=False,
         workdir=WORKDIR,
         agent_timeout_s=600.0,
