@@ -138,12 +138,18 @@ def main():
     if failure is None:
         write_reward(1.0)
         print(f"PASS {task_id}: all hidden tests passed ({confinement})")
-    else:
-        print(f"FAIL {task_id}: {failure} ({confinement})", file=sys.stderr)
+        return
+    print(f"FAIL {task_id}: {failure} ({confinement})", file=sys.stderr)
+    output = candidate.output.strip()
+    if output and output not in failure:
+        print(f"--- solution.py's output (tail) ---\\n{output}", file=sys.stderr)
 
 
 if __name__ == "__main__":
     main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skips the interpreter's teardown: nothing is left to clean up, only time to lose
 """
 
 
