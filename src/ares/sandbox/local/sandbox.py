@@ -374,7 +374,10 @@ class LocalSandbox(StartStopContext):
         if self._dir is None or self._plan is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
-        plan = self._plan.stacked_on(self._dir / "upper")
+        return self._sibling(self._plan.stacked_on(self._dir / "upper"))
+
+    def _sibling(self, plan: RootfsPlan, binds: Sequence[BindMount] = ()) -> LocalSandbox:
+        """An unstarted sandbox with this one's spec and settings on ``plan``."""
         return LocalSandbox(
             self.spec,
             plan=plan,
@@ -382,6 +385,7 @@ class LocalSandbox(StartStopContext):
             limit_mode=self._limit_mode,
             default_resources=self._default_resources,
             output_limit=self._output_limit,
+            binds=binds,
         )
 
     async def fork_verifier(
@@ -408,16 +412,7 @@ class LocalSandbox(StartStopContext):
             if not layer.exists():  # a second fork reuses the outputs carried by the first
                 await asyncio.to_thread(diff.carry_outputs, upper, plan.mounts, kept, layer)
             plan = plan.stacked_on(layer)
-        fork = LocalSandbox(
-            self.spec,
-            plan=plan,
-            image_config=self._image_config,
-            limit_mode=self._limit_mode,
-            default_resources=self._default_resources,
-            output_limit=self._output_limit,
-            binds=binds,
-        )
-        return VerifierFork(fork, outside)
+        return VerifierFork(self._sibling(plan, binds), outside)
 
     def host_dir(self, name: str) -> Path:
         """A new empty host directory that lives (and is deleted) with this sandbox: a bind source
