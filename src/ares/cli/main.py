@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from ares import tracing
 from ares.cli.common import App, fail, warn
 from ares.cli.doctor import doctor
 from ares.cli.export import export as export_command
@@ -29,6 +30,7 @@ from ares.cli.images import app as images_app
 from ares.cli.progress import RunProgress, run_progress
 from ares.cli.report import print_summary
 from ares.cli.sandboxes import app as sandboxes_app
+from ares.cli.trace import app as trace_app
 from ares.cli.view import view
 from ares.core.status import EpisodeStatus
 from ares.errors import AresError, SandboxUnavailableError
@@ -44,6 +46,7 @@ app = App(help="ARES: RL environments for LLM coding agents.", no_args_is_help=T
 console = Console()
 app.add_typer(images_app, name="images")
 app.add_typer(sandboxes_app, name="sandboxes")
+app.add_typer(trace_app, name="trace")
 app.command("export")(export_command)
 app.command()(doctor)
 app.command()(view)
@@ -148,6 +151,35 @@ def run(
         bool,
         typer.Option("--allow-errors", help="Exit 0 even if episodes errored (they are still reported)."),
     ] = False,
+    use_ray: Annotated[
+        bool, typer.Option("--ray", help="Play on Ray actors (-c is then per actor); see docs/scale.md.")
+    ] = False,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            metavar="ADDRESS",
+            help="--ray: join a running cluster ('auto' or HOST:PORT; default: start a local instance).",
+        ),
+    ] = None,
+    ray_actors: Annotated[
+        int | None,
+        typer.Option("--ray-actors", min=1, help="--ray: actors to start (default: the cluster's CPUs)."),
+    ] = None,
+    retries: Annotated[
+        int,
+        typer.Option("--retries", min=0, help="--ray: replays of an episode lost with its actor."),
+    ] = 0,
+    trace_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace-file",
+            help="Write a span trace (Chrome JSON; open in Perfetto) of the run, Ray actors included.",
+        ),
+    ] = None,
+    span_level: Annotated[
+        str, typer.Option("--span-level", help="--trace-file detail: basic or full (adds every exec).")
+    ] = "basic",
     track: Annotated[
         list[str] | None,
         typer.Option(
@@ -170,6 +202,18 @@ def run(
     _check_options(policy, preset, preset_options, openai_options, script=script, trace=trace)
     if resume and out is None:
         raise fail("--resume needs --out DIR (the run to resume)")
+    if not use_ray and (ray_actors is not None or retries or ray_address is not None):
+        raise fail("--ray-address, --ray-actors and --retries go with --ray")
+    if span_level not in ("basic", "full"):
+        raise fail(f"--span-level must be basic or full, not {span_level!r}")
+    if use_ray:
+        _start_ray(ray_address)
+    if trace_file is not None:
+        try:
+            tracing.configure(span_level, process=f"ares run (pid {os.getpid()})")  # type: ignore[arg-type]
+        except AresError as exc:
+            raise fail(str(exc)) from None
+    trace_parts: list[list[dict[str, Any]]] = []
     try:
         track_specs = [parse_track_spec(spec) for spec in track or ()]
     except TrackingError as exc:
@@ -208,6 +252,15 @@ def run(
             warm_pool=warm_pool, sandbox_factory=sandbox_factory, **options,
         )  # fmt: skip
 
+    ray_options = None
+    if use_ray:
+        from ares.rollout.ray import PresetEnv
+
+        ray_options = {"actors": ray_actors, "retries": retries, "on_trace_events": trace_parts.append}
+        make_env = PresetEnv(  # type: ignore[assignment]  # picklable: actors build their own backend
+            preset, sandbox, {"tasks": tasks, "shard": shard, "step_limit": step_limit,
+                              "context_limit": context_limit, "warm_pool": warm_pool, **options},
+        )  # fmt: skip
     started = time.perf_counter()
     progress = run_progress(console, total, earlier.values())
     try:
@@ -217,9 +270,13 @@ def run(
                     make_env, policy_factory, progress, total, concurrency, seed, out_dir,
                     collector=collector, trace=trace, skip=earlier, group_size=group_size,
                     policy_timeout_s=policy_timeout or None, num_tasks=task_count, tracker=tracker,
+                    ray=ray_options,
                 )
             )  # fmt: skip
         results = sorted([*earlier.values(), *results], key=lambda r: r.index)
+    except AresError as exc:  # e.g. no Ray actor could start
+        tracker.close()
+        raise fail(str(exc)) from None
     except BaseException:
         tracker.close()
         raise
@@ -228,6 +285,8 @@ def run(
         close = getattr(sandbox_factory, "close", None)
         if callable(close):
             close()
+        if trace_file is not None:
+            _write_trace(trace_file, trace_parts)
     summary = RunSummary.of(results, time.perf_counter() - started)
     record = {"preset": preset, "policy": policy, "seed": seed, **dataclasses.asdict(summary)}
     (out_dir / "summary.json").write_text(json.dumps(record, indent=2))
@@ -378,6 +437,7 @@ async def _run(
     policy_timeout_s: float | None,
     num_tasks: int,
     tracker: Tracker | None = None,
+    ray: dict[str, Any] | None = None,
 ) -> list[EpisodeResult]:
     def on_result(result: EpisodeResult) -> None:
         name = f"{result.index:05d}-{result.task_id}.json"
@@ -388,16 +448,44 @@ async def _run(
         if tracker is not None:
             tracker.log_episode(result)
 
+    runner: Any = run_episodes
+    extra: dict[str, Any] = {"keep_records": False}  # each result is on disk: keep no episode dicts
+    if ray is not None:
+        from ares.rollout.ray import run_episodes_ray
+
+        runner, extra = run_episodes_ray, ray
     try:
-        return await run_episodes(
+        return await runner(
             make_env, policy_factory, episodes=total, concurrency=concurrency, seed=seed,
             on_result=on_result, collector=collector, trace=trace, skip=skip.keys(),
-            group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks,
+            group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks, **extra,
         )  # fmt: skip
     finally:
         closer = getattr(policy_factory, "aclose", None)
         if closer is not None:
             await closer()
+
+
+def _write_trace(path: Path, parts: list[list[dict[str, Any]]]) -> None:
+    """This process's spans and the actors' on one timeline, in one file; tracing then stops."""
+    try:
+        tracing.write_trace(path, tracing.merge_traces([tracing.drain(), *parts]))
+    finally:
+        tracing.shutdown()
+    console.print(f"span trace: {path} (open it in https://ui.perfetto.dev)")
+
+
+def _start_ray(address: str | None) -> None:
+    """Connect to Ray before anything is built: a new local instance, or a running cluster."""
+    try:
+        import ray
+    except ImportError:
+        raise fail("--ray needs Ray: pip install 'ares[ray]'") from None
+    try:
+        ray.init(address=address, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise fail(f"--ray-address {address}: cannot connect to Ray: {reason}") from None
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from types import TracebackType
 from typing import Literal, Protocol, Self, cast
 
+from ares import tracing
 from ares.agents.base import ActionFormat, AgentFactory, StatefulAgent
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import TimeStep, restart, termination, transition, truncation
@@ -142,22 +143,25 @@ class CodeEnvironment:
         episode = Episode(id=secrets.token_hex(8), task_id=chosen.id, seed=seed)
         self.episode, self.task = episode, chosen
         self._active, self._time_limited = True, False
-        try:
-            request = await self._start(chosen)
-            self._observation, self._observed_at = request, _monotonic()  # to the policy
-            return restart(request)
-        except AgentFinished:
-            error = self._agent_error() or AgentError(
-                "the agent finished without a single LLM call; nothing to observe"
-            )
-            await self._teardown(EpisodeStatus.ERRORED, error)
-            raise AgentError(f"episode {episode.id} on task {chosen.id} failed at reset: {error}") from error
-        except asyncio.CancelledError:
-            await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
-            raise
-        except BaseException as exc:
-            await asyncio.shield(self._teardown(EpisodeStatus.ERRORED, exc))
-            raise
+        with tracing.span("env.reset", cat="env", task=chosen.id, episode=episode.id, seed=seed):
+            try:
+                request = await self._start(chosen)
+                self._observation, self._observed_at = request, _monotonic()  # to the policy
+                return restart(request)
+            except AgentFinished:
+                error = self._agent_error() or AgentError(
+                    "the agent finished without a single LLM call; nothing to observe"
+                )
+                await self._teardown(EpisodeStatus.ERRORED, error)
+                raise AgentError(
+                    f"episode {episode.id} on task {chosen.id} failed at reset: {error}"
+                ) from error
+            except asyncio.CancelledError:
+                await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
+                raise
+            except BaseException as exc:
+                await asyncio.shield(self._teardown(EpisodeStatus.ERRORED, exc))
+                raise
 
     async def step(self, action: LLMResponse) -> TimeStep[LLMRequest]:
         if not self._active:
@@ -169,7 +173,8 @@ class CodeEnvironment:
             raise TypeError(f"actions must be ares.LLMResponse, got {type(action).__name__}")
         self._stepping = True
         try:
-            return await self._step(action)
+            with tracing.span("env.step", cat="env", step=self.episode.steps + 1 if self.episode else 0):
+                return await self._step(action)
         finally:
             self._stepping = False
             if self._boundary_waiters:
@@ -198,7 +203,7 @@ class CodeEnvironment:
         try:
             if not agent.done():
                 client.respond(action)
-                request = await client.next_request()
+                request = await self._agent_turn(client)
                 if self.context_window is not None and self.context_window.overflows(request):
                     return await self._finish("context_limit")
                 if self.step_limit is None or episode.steps < self.step_limit:
@@ -211,6 +216,18 @@ class CodeEnvironment:
             await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
             raise
         return await self._finish(None)
+
+    @staticmethod
+    async def _agent_turn(client: InterceptedLLMClient) -> LLMRequest:
+        """The agent works on the response until its next request (a span at "full": its commands
+        nest in it); the agent finishing ends the turn normally, not as an error."""
+        with tracing.span("agent.turn", cat="agent", level="full") as turn:
+            try:
+                return await client.next_request()
+            except AgentFinished as exc:
+                turn.set("agent_finished", True)
+                finished = exc
+        raise finished
 
     async def abort(self, error: BaseException | None = None) -> None:
         """End the active episode now: ``errored`` with ``error`` (the policy failed or timed out),
@@ -364,19 +381,23 @@ class CodeEnvironment:
         assert self.episode is not None
         self._commands = []
         watched = CommandLog(sandbox, self.episode.limit_hits, self._commands)
-        agent = self._agent_factory(sandbox=cast(Sandbox, watched), llm=client, task=task)
-        if resume is not None:
-            if not isinstance(agent, StatefulAgent):
-                raise SnapshotError(f"the agent {type(agent).__name__} cannot load a state (no load_state)")
-            agent.load_state(resume.agent_state)
-        self._agent_obj = agent
-        self._agent = asyncio.get_running_loop().create_task(agent.run(), name=f"ares-agent-{task.id}")
-        client.watch(self._agent)
-        loop = asyncio.get_running_loop()
-        used = 0.0 if resume is None else resume.agent_time_s  # of the time limit, before the snapshot
-        self._clock_started, self._paused, self._expired_while_paused = _monotonic() - used, 0.0, False
-        self._deadline = loop.call_later(max(0.0, task.agent_timeout_s - used), self._on_deadline)
-        request = await client.next_request()
+        with tracing.span("agent.start", cat="agent") as span:  # until the agent's first LLM request
+            agent = self._agent_factory(sandbox=cast(Sandbox, watched), llm=client, task=task)
+            span.set("agent", type(agent).__name__)
+            if resume is not None:
+                if not isinstance(agent, StatefulAgent):
+                    raise SnapshotError(
+                        f"the agent {type(agent).__name__} cannot load a state (no load_state)"
+                    )
+                agent.load_state(resume.agent_state)
+            self._agent_obj = agent
+            self._agent = asyncio.get_running_loop().create_task(agent.run(), name=f"ares-agent-{task.id}")
+            client.watch(self._agent)
+            loop = asyncio.get_running_loop()
+            used = 0.0 if resume is None else resume.agent_time_s  # of the time limit, before the snapshot
+            self._clock_started, self._paused, self._expired_while_paused = _monotonic() - used, 0.0, False
+            self._deadline = loop.call_later(max(0.0, task.agent_timeout_s - used), self._on_deadline)
+            request = await client.next_request()
         window = self.context_window
         if window is not None and window.overflows(request):
             raise TaskError(
@@ -432,7 +453,9 @@ class CodeEnvironment:
                 await self._teardown(EpisodeStatus.ERRORED, error)
                 return termination(0.0)
             reason = limit or getattr(self._agent_obj, "exit_status", None) or "agent_finished"
-            verdict = await verify(task, sandbox)
+            with tracing.span("env.verify", cat="env", task=task.id) as span:
+                verdict = await verify(task, sandbox)
+                span.set("reward", verdict.reward)
         except asyncio.CancelledError:
             await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
             raise

@@ -95,6 +95,10 @@ class OpenAIChatClient:
         self._http: httpx.AsyncClient | None = None
         self._closed = False
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its connection pool: each process (e.g. a Ray actor) opens its own."""
+        return {**self.__dict__, "_http": None}
+
     @classmethod
     def from_env(
         cls,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ares import tracing
 from ares.agents.base import ActionFormat
 from ares.llm.openai_client import OpenAIChatClient
 from ares.llm.types import LLMRequest, LLMResponse
@@ -19,7 +20,9 @@ class OpenAIPolicy:
     client: OpenAIChatClient
 
     async def act(self, observation: LLMRequest) -> LLMResponse:
-        return await self.client(observation)
+        model = self.client.model or observation.model or ""
+        with tracing.span("policy.http", cat="policy", level="full", model=model):
+            return await self.client(observation)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,13 +9,15 @@
 Both file collectors do their encoding and I/O on a background writer thread (``writer.py``): a
 step costs the caller a queue append, and the event loop never blocks on a disk. ``flush()`` makes
 everything recorded so far durable; ``close()`` (also run at interpreter exit) flushes and stops.
+What a collector holds for an episode (its encoded steps, its ``JsonFragments``) is dropped when the
+episode ends, so a collector shared by a run of any length holds only its open episodes.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, Self
 
@@ -102,20 +104,33 @@ class _WritingCollector:
         raise NotImplementedError
 
 
+@dataclass(slots=True)
+class _OpenEpisode:
+    """An episode a JsonDirCollector is writing: its record so far, encoded steps and fragments."""
+
+    episode: EpisodeRecord
+    steps: list[str]
+    fragments: JsonFragments
+
+
 class JsonDirCollector(_WritingCollector):
     """One JSON file per episode, valid at all times.
 
     After each batch of events, every episode they touched has its file atomically replaced (temp
-    file + rename), so a reader or a crash never sees a torn file. Steps are encoded once and cached;
-    a file is fsync'd when its episode ends and on ``flush()``.
+    file + rename), so a reader or a crash never sees a torn file. Steps are encoded once and kept
+    until the episode ends; a file is fsync'd when its episode ends and on ``flush()``.
     """
 
     def __init__(self, directory: Path, *, interval_s: float = 0.05) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._open: dict[str, tuple[EpisodeRecord, list[str]]] = {}
-        self._fragments = JsonFragments()
+        self._open: dict[str, _OpenEpisode] = {}
         super().__init__(f"ares-records:{self.directory.name}", interval_s)
+
+    @property
+    def open_episodes(self) -> int:
+        """Episodes begun and not yet ended (as far as the writer thread got)."""
+        return len(self._open)
 
     def path(self, episode_id: str) -> Path:
         return self.directory / f"{episode_id}.json"
@@ -124,14 +139,17 @@ class JsonDirCollector(_WritingCollector):
         touched: dict[str, bool] = {}  # episode id -> ended in this batch
         for kind, episode_id, payload in events:
             if kind == "begin":
-                steps = [step_json_text(step, self._fragments) for step in payload.steps]
-                self._open[episode_id] = (replace(payload, steps=()), steps)
+                fragments = JsonFragments()
+                steps = [step_json_text(step, fragments) for step in payload.steps]
+                self._open[episode_id] = _OpenEpisode(replace(payload, steps=()), steps, fragments)
             elif kind == "step":
-                self._open[episode_id][1].append(step_json_text(payload, self._fragments))
+                open_episode = self._open[episode_id]
+                open_episode.steps.append(step_json_text(payload, open_episode.fragments))
             else:
-                episode, steps = self._open[episode_id]
+                open_episode = self._open[episode_id]
+                episode = open_episode.episode
                 metadata = {**episode.metadata, **(payload.pop("metadata", None) or {})}
-                self._open[episode_id] = (replace(episode, metadata=metadata, **payload), steps)
+                open_episode.episode = replace(episode, metadata=metadata, **payload)
             touched[episode_id] = kind == "end"
         if durable:
             touched = {episode_id: touched.get(episode_id, False) for episode_id in self._open}
@@ -141,10 +159,10 @@ class JsonDirCollector(_WritingCollector):
                 del self._open[episode_id]
 
     def _write(self, episode_id: str, *, durable: bool) -> None:
-        episode, steps = self._open[episode_id]
-        head = dumps(episode.to_json())
+        open_episode = self._open[episode_id]
+        head = dumps(open_episode.episode.to_json())
         assert head.endswith('"steps":[]}')
-        text = head[: -len("[]}")] + "[" + ",".join(steps) + "]}"
+        text = head[: -len("[]}")] + "[" + ",".join(open_episode.steps) + "]}"
         target = self.path(episode_id)
         tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
         with open(tmp, "w") as f:
@@ -161,8 +179,13 @@ class JsonlCollector(_WritingCollector):
     def __init__(self, path: Path, *, interval_s: float = 0.05) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fragments = JsonFragments()
+        self._fragments: dict[str, JsonFragments] = {}  # per open episode
         super().__init__(f"ares-records:{self.path.name}", interval_s)
+
+    @property
+    def open_episodes(self) -> int:
+        """Episodes begun and not yet ended (as far as the writer thread got)."""
+        return len(self._fragments)
 
     def _write_batch(self, events: list[tuple[str, str, Any]], durable: bool) -> None:
         if not events:
@@ -175,12 +198,18 @@ class JsonlCollector(_WritingCollector):
 
     def _event(self, kind: str, episode_id: str, payload: Any) -> str:
         if kind == "begin":
+            self._fragments[episode_id] = JsonFragments()
             header = payload.to_json()
             header.pop("steps")
             return dumps({"event": "begin", **header})
         if kind == "step":
+            # A step of an episode never begun here is still written, with fragments of its own.
+            fragments = self._fragments.get(episode_id)
+            if fragments is None:
+                fragments = JsonFragments()
             head = dumps({"event": "step", "format": FORMAT, "episode_id": episode_id})
-            return f'{head[:-1]},"step":{step_json_text(payload, self._fragments)}}}'
+            return f'{head[:-1]},"step":{step_json_text(payload, fragments)}}}'
+        self._fragments.pop(episode_id, None)
         error = payload.get("error")
         if error is not None:
             payload["error"] = {"type": error.type, "message": error.message, "traceback": error.traceback}

@@ -3,6 +3,11 @@
 A step's request appears twice (as the observation and as the trace's prompt) and consecutive steps
 often share one request or response object; all of them are immutable, so the JSON of each is
 computed once and kept by identity (with a reference, so an id is never reused while cached).
+
+Those references keep an episode's requests, responses and messages alive, so a collector keeps one
+``JsonFragments`` per open episode and drops it when the episode ends: nothing cached outlives its
+episode, and a run of any length holds only its open episodes' fragments. Within an episode the
+cached texts are bounded by count and by size, since a long episode's requests grow with its history.
 """
 
 from __future__ import annotations
@@ -29,17 +34,30 @@ def dumps(value: Any) -> str:
 
 
 class JsonFragments:
-    """JSON text of recently seen objects, keyed by (kind, identity); least recently used evicted.
+    """JSON text of one episode's recently seen objects, keyed by (kind, identity); least recently
+    used evicted past ``size`` texts or ``max_chars`` characters in all (a longer text is not kept).
 
     Also keeps each message's OpenAI form: requests of one episode share their history's messages,
     so a step renders only the messages that are new.
     """
 
-    def __init__(self, size: int = 256, messages: int = 8192) -> None:
+    def __init__(self, size: int = 16, max_chars: int = 1 << 20, messages: int = 8192) -> None:
         self._size = size
+        self._max_chars = max_chars
+        self._chars = 0
         self._cache: OrderedDict[tuple[str, int], tuple[Any, str]] = OrderedDict()
         self._max_messages = messages
         self._messages: dict[int, tuple[Message, dict[str, Any]]] = {}
+
+    @property
+    def cached_objects(self) -> int:
+        """Objects held (by texts and by the message cache)."""
+        return len(self._cache) + len(self._messages)
+
+    @property
+    def cached_chars(self) -> int:
+        """Characters of JSON text held."""
+        return self._chars
 
     def text(self, kind: str, obj: Any, render: Callable[[Any], Any]) -> str:
         if obj is None:
@@ -50,9 +68,12 @@ class JsonFragments:
             self._cache.move_to_end(key)
             return hit[1]
         text = dumps(render(obj))
+        if len(text) > self._max_chars:
+            return text
         self._cache[key] = (obj, text)
-        if len(self._cache) > self._size:
-            self._cache.popitem(last=False)
+        self._chars += len(text)
+        while len(self._cache) > self._size or self._chars > self._max_chars:
+            self._chars -= len(self._cache.popitem(last=False)[1][1])
         return text
 
     def message(self, message: Message) -> dict[str, Any]:

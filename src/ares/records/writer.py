@@ -20,6 +20,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from ares import tracing
+
 IDLE_EXIT_S = 1.0
 
 
@@ -138,6 +140,10 @@ class BackgroundWriter:
         if not events and not durable:
             return
         try:
-            self._handle(events, durable)
+            with tracing.span(
+                "records.write", cat="records", level="full", track=self._name, events=len(events),
+                durable=durable,
+            ):  # fmt: skip
+                self._handle(events, durable)
         except BaseException as exc:  # kept for the caller: a writer thread has no one to raise to
             self._error = exc

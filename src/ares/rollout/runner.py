@@ -15,9 +15,10 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ares import tracing
 from ares.core.environment import Environment
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import transition
@@ -41,7 +42,8 @@ class EpisodeResult:
 
     ``reward`` is None for an errored episode (it has no score); ``error`` is the episode's error
     (type, message, traceback) when it has one. ``policy_latencies_s`` are the policy's answer times;
-    tokens and cost are summed from its responses (None when none reported them).
+    tokens and cost are summed from its responses (None when none reported them). ``record`` is the
+    environment's episode dict; empty in what ``run_episodes(keep_records=False)`` returns.
     """
 
     index: int
@@ -240,6 +242,8 @@ async def run_episode(
     driver: Environment[Any, Any] | None = None,
     group: int | None = None,
     policy_timeout_s: float | None = DEFAULT_POLICY_TIMEOUT_S,
+    flows_in: Sequence[int] = (),
+    flows_out: Sequence[int] = (),
 ) -> EpisodeResult:
     """Play one episode of ``env`` (any Environment; a CodeEnvironment's task and action format are
     handed to the policy factory) to its end. A policy that raises or exceeds ``policy_timeout_s``
@@ -247,16 +251,29 @@ async def run_episode(
     it ``cancelled`` and propagates.
 
     ``driver`` is what reset/step/abort go through (e.g. a recording wrapper around ``env``).
+    The episode is one span on its own trace track; ``flows_in``/``flows_out`` link it to the spans
+    that dispatched it and take its result (another process's, on Ray).
     """
-    play = _Play(env, driver or env, policy_timeout_s)
-    try:
-        timestep = await play.drive.reset(seed=seed, task=task)
-        await play.until(timestep, _policy(policy_factory, env))
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        await play.fail(exc)
-    return play.result(index=index, task=task, group=group)
+    with tracing.span(
+        "episode", cat="episode", track=f"episode {index}", flows_in=flows_in, flows_out=flows_out,
+        index=index, task=str(task), seed=seed,
+    ) as span:  # fmt: skip
+        play = _Play(env, driver or env, policy_timeout_s)
+        policy = None
+        try:
+            timestep = await play.drive.reset(seed=seed, task=task)
+            policy = _policy(policy_factory, env)
+            await play.until(timestep, policy)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await play.fail(exc)
+        finally:
+            await _close_policy(policy)
+        result = play.result(index=index, task=task, group=group)
+        span.set("status", str(result.status))
+        span.set("reward", result.reward)
+    return result
 
 
 class _Play:
@@ -279,7 +296,8 @@ class _Play:
         while not timestep.last() and not stop():
             t0 = time.perf_counter()
             try:
-                action = await asyncio.wait_for(policy.act(timestep.observation), self.timeout_s)
+                with tracing.span("policy", cat="policy", step=len(self.policy_latencies)):
+                    action = await asyncio.wait_for(policy.act(timestep.observation), self.timeout_s)
             except TimeoutError as exc:
                 raise PolicyTimeoutError(
                     f"the policy did not answer within {self.timeout_s:g}s (policy_timeout_s)"
@@ -337,6 +355,14 @@ def _policy(policy_factory: PolicyFactory, env: Environment[Any, Any]) -> Any:
     return policy_factory(getattr(env, "task", None), getattr(env, "action_format", None))
 
 
+async def _close_policy(policy: Any) -> None:
+    """Release what an episode's policy holds elsewhere (e.g. its session on a shared policy server)."""
+    closer = getattr(policy, "aclose", None)
+    if callable(closer):
+        with contextlib.suppress(Exception):
+            await closer()
+
+
 async def run_branched_group(
     make_env: Callable[[], Environment[Any, Any]],
     policy_factory: PolicyFactory,
@@ -361,13 +387,15 @@ async def run_branched_group(
     driver = TrajectoryCollectingEnvironment(env, collector, trace=level)
     driver.group_id = f"g{group}"
     prefix = _Play(env, driver, policy_timeout_s)
+    prefix_policy = None
 
     def prefix_done() -> bool:
         return int(getattr(getattr(env, "episode", None), "steps", 0)) >= branch_at
 
     try:
         timestep = await driver.reset(seed=seed, task=task)
-        timestep = await prefix.until(timestep, _policy(policy_factory, env), stop=prefix_done)
+        prefix_policy = _policy(policy_factory, env)
+        timestep = await prefix.until(timestep, prefix_policy, stop=prefix_done)
         if timestep.last():
             result = prefix.result(index=first_index, task=task, group=group)
             await driver.close()
@@ -381,19 +409,27 @@ async def run_branched_group(
         result = prefix.result(index=first_index, task=task, group=group)
         await driver.close()
         return [result]
+    finally:
+        await _close_policy(prefix_policy)
     await driver.abort()  # the prefix is the branches' parent, not a rollout of its own
     await driver.close()
 
     async def branch_play(i: int, branch: TrajectoryCollectingEnvironment) -> EpisodeResult:
         inner = branch.unwrapped
-        play = _Play(inner, branch, policy_timeout_s)
-        try:
-            await play.until(transition(inner.observation), _policy(policy_factory, inner))  # type: ignore[attr-defined]
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            await play.fail(exc)
-        result = play.result(index=first_index + i, task=task, group=group)
+        index = first_index + i
+        with tracing.span("episode", cat="episode", track=f"episode {index}", index=index, branch=i) as span:
+            play = _Play(inner, branch, policy_timeout_s)
+            policy = _policy(policy_factory, inner)
+            try:
+                await play.until(transition(inner.observation), policy)  # type: ignore[attr-defined]
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await play.fail(exc)
+            finally:
+                await _close_policy(policy)
+            result = play.result(index=index, task=task, group=group)
+            span.set("status", str(result.status))
         await branch.close()
         return result
 
@@ -454,6 +490,7 @@ async def run_episodes(
     policy_timeout_s: float | None = DEFAULT_POLICY_TIMEOUT_S,
     num_tasks: int | None = None,
     branch_at: int | None = None,
+    keep_records: bool = True,
 ) -> list[EpisodeResult]:
     """Run ``episodes`` episodes with at most ``concurrency`` at once; results in episode order.
 
@@ -464,11 +501,15 @@ async def run_episodes(
     ``num_tasks`` defaults to ``len(env.tasks)`` of the first environment (1 if it has none).
     ``branch_at`` t makes each group share its first t steps (``run_branched_group``: one prefix,
     forked k ways); ``skip`` then skips whole groups whose first episode number it holds.
+    ``keep_records=False`` returns each result without its ``record`` (``on_result`` still gets it
+    whole): a long run then holds a few hundred bytes per episode, not its episode dict (verifier
+    output, tracebacks) — for callers that store or stream each result as it comes.
     """
+    keep = _keeper(on_result, keep_records)
     if branch_at is not None:
         return await _run_branched(
             make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed,
-            on_result=on_result, collector=collector, trace=trace, skip=skip, group_size=group_size,
+            keep=keep, collector=collector, trace=trace, skip=skip, group_size=group_size,
             policy_timeout_s=policy_timeout_s, num_tasks=num_tasks, branch_at=branch_at,
         )  # fmt: skip
     if group_size < 1:
@@ -495,19 +536,32 @@ async def run_episodes(
                     env, policy_factory, index=index, task=group % count, seed=seed + index, driver=driver,
                     group=None if group_size == 1 else group, policy_timeout_s=policy_timeout_s,
                 )  # fmt: skip
-                results.append(result)
-                if on_result is not None:
-                    on_result(result)
+                results.append(keep(result))
                 if getattr(env, "closed", False):  # a failure closed it; keep going with a fresh one
                     env, driver = fresh()
         finally:
             with contextlib.suppress(Exception):
                 await driver.close()
 
-    async with asyncio.TaskGroup() as group_tasks:
-        for _ in range(max(1, min(concurrency, to_run))):
-            group_tasks.create_task(worker())
+    with tracing.span("run", cat="run", track="runner", episodes=episodes, concurrency=concurrency):
+        async with asyncio.TaskGroup() as group_tasks:
+            for _ in range(max(1, min(concurrency, to_run))):
+                group_tasks.create_task(worker())
     return sorted(results, key=lambda r: r.index)
+
+
+def _keeper(
+    on_result: Callable[[EpisodeResult], None] | None, keep_records: bool
+) -> Callable[[EpisodeResult], EpisodeResult]:
+    """What the runner does with each finished result: hand it to ``on_result``, then return what
+    it keeps of it (the result itself, or it without its record)."""
+
+    def keep(result: EpisodeResult) -> EpisodeResult:
+        if on_result is not None:
+            on_result(result)
+        return result if keep_records else replace(result, record={})
+
+    return keep
 
 
 async def _run_branched(
@@ -517,7 +571,7 @@ async def _run_branched(
     episodes: int,
     concurrency: int,
     seed: int,
-    on_result: Callable[[EpisodeResult], None] | None,
+    keep: Callable[[EpisodeResult], EpisodeResult],
     collector: TrajectoryCollector | None,
     trace: TraceLevel,
     skip: Collection[int],
@@ -540,17 +594,16 @@ async def _run_branched(
     async def one(group: int) -> None:
         async with limit:
             size = min(group_size, episodes - group * group_size)
-            done = await run_branched_group(
-                make_env, policy_factory, group=group, size=size, branch_at=branch_at,
-                first_index=group * group_size, task=group % count, seed=seed + group * group_size,
-                collector=collector, trace=trace, policy_timeout_s=policy_timeout_s,
-            )  # fmt: skip
-        for result in done:
-            results.append(result)
-            if on_result is not None:
-                on_result(result)
+            with tracing.span("group", cat="episode", track=f"group {group}", group=group):
+                done = await run_branched_group(
+                    make_env, policy_factory, group=group, size=size, branch_at=branch_at,
+                    first_index=group * group_size, task=group % count, seed=seed + group * group_size,
+                    collector=collector, trace=trace, policy_timeout_s=policy_timeout_s,
+                )  # fmt: skip
+        results.extend(keep(result) for result in done)
 
-    async with asyncio.TaskGroup() as tasks:
-        for group in groups:
-            tasks.create_task(one(group))
+    with tracing.span("run", cat="run", track="runner", episodes=episodes, branch_at=branch_at):
+        async with asyncio.TaskGroup() as tasks:
+            for group in groups:
+                tasks.create_task(one(group))
     return sorted(results, key=lambda r: r.index)

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from ares import tracing
 from ares.errors import SandboxError
 from ares.sandbox.base import ExecResult, FileMap, Sandbox, SandboxFactory, SandboxSpec, StartStopContext
 
@@ -182,7 +183,12 @@ class WarmPool:
         slot.filler = asyncio.get_running_loop().create_task(self._fill(slot), name="ares-warm-pool-refill")
 
     async def _fill(self, slot: _Slot) -> BaseException | None:
-        """Start sandboxes one at a time (gentle on small machines) until the slot is full."""
+        """Start sandboxes one at a time (gentle on small machines) until the slot is full. Traced on
+        a track of its own: a refill runs beside the episode that set it off, not inside it."""
+        with tracing.span("pool.refill", cat="sandbox", track="warm pool"):
+            return await self._fill_slot(slot)
+
+    async def _fill_slot(self, slot: _Slot) -> BaseException | None:
         while not self._closed and len(slot.ready) < self.size:
             sandbox = self._factory(slot.spec)
             try:
@@ -200,7 +206,7 @@ class WarmPool:
         return None
 
 
-class PooledSandbox(StartStopContext):
+class PooledSandbox(StartStopContext, traced=("start",)):
     """The sandbox a ``WarmPool`` hands out: ``start()`` takes one from the pool, the rest forwards.
 
     Attributes a backend adds beyond the Sandbox protocol (``fork_frozen``, ``diff_dir``, ``running``,

@@ -1,0 +1,382 @@
+"""The Ray runner against the local one, on a real local Ray instance (2 CPUs), real sandboxes and
+tasks: same episodes and records for the same seeds, failures as errored results, lost actors."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ares
+from ares.agents.base import ActionFormat
+from ares.core.status import EpisodeStatus
+from ares.llm.types import LLMRequest, LLMResponse
+from ares.policies import make_policy
+from ares.policies.base import Policy
+from ares.records.collectors import JsonDirCollector
+from ares.records.loader import load_episodes
+from ares.records.model import EpisodeRecord
+from ares.rollout.runner import EpisodeResult, RunSummary, run_episodes
+from ares.tasks.model import Task
+from fake_openai import FakeOpenAI
+
+ray = pytest.importorskip("ray")
+cloudpickle = pytest.importorskip("ray.cloudpickle")
+
+from ares.rollout.ray import PresetEnv, RayRunError, RayRunner, run_episodes_ray, shared_policy  # noqa: E402
+
+# Ray workers cannot import this test module: ship its classes by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+FIXBUG = Path(__file__).parents[1] / "fixtures" / "harbor" / "fix-bug"
+HUMANEVAL = functools.partial(ares.make, "humaneval", tasks="0:3")
+ORACLE = make_policy("oracle")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_instance() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="ares-tests")
+    yield
+    ray.shutdown()
+
+
+def comparable(record: EpisodeRecord) -> dict[str, Any]:
+    """A record without what differs between any two runs (ids, clocks, durations, hosts)."""
+    episode = dict(record.metadata["episode"])
+    for key in ("id", "episode_id", "parent_episode_id", "started_at", "ended_at", "duration_s", "sandbox"):
+        episode.pop(key, None)
+    return {
+        "task_id": record.task_id,
+        "seed": record.seed,
+        "status": record.status,
+        "reward": record.total_reward,
+        "index": record.metadata.get("episode_index"),
+        "group": record.metadata.get("group_id"),
+        "episode": {k: v for k, v in episode.items() if not k.endswith(("_s", "_at"))},
+        "steps": [
+            (s.index, s.step_type, s.observation, s.action, s.reward, s.discount) for s in record.steps
+        ],
+    }
+
+
+async def both(tmp_path: Path, make_env: Any, **options: Any) -> tuple[list[EpisodeResult], ...]:
+    """Run the same episodes with both runners, recording into two directories."""
+    runs = []
+    for name, runner in (("local", run_episodes), ("ray", run_episodes_ray)):
+        collector = JsonDirCollector(tmp_path / name)
+        runs.append(await runner(make_env, ORACLE, collector=collector, concurrency=2, **options))
+        collector.close()
+    return tuple(runs)
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    def order(r: dict[str, Any]) -> tuple[Any, ...]:  # a forked group's prefix has no episode number
+        return (-1 if r["index"] is None else r["index"], str(r["group"]), r["status"], len(r["steps"]))
+
+    return sorted((comparable(r) for r in load_episodes(path)), key=order)
+
+
+async def test_same_episodes_and_records_as_the_local_runner_on_humaneval(tmp_path: Path) -> None:
+    local, remote = await both(tmp_path, HUMANEVAL, episodes=6, group_size=2, seed=7)
+    assert [(r.index, r.task_id, r.status, r.reward, r.group, r.steps) for r in remote] == [
+        (r.index, r.task_id, r.status, r.reward, r.group, r.steps) for r in local
+    ]
+    assert {r.status for r in remote} == {EpisodeStatus.FINISHED}
+    assert records(tmp_path / "ray") == records(tmp_path / "local")
+    assert len(records(tmp_path / "ray")) == 6  # written once each, by the driver
+
+
+async def test_same_episodes_and_records_on_a_harbor_task(tmp_path: Path) -> None:
+    make_env = functools.partial(ares.make, "harbor", path=str(FIXBUG))
+    local, remote = await both(tmp_path, make_env, episodes=2)
+    assert [(r.task_id, r.status, r.reward) for r in remote] == [
+        (r.task_id, r.status, r.reward) for r in local
+    ]
+    assert [r.reward for r in remote] == [1.0, 1.0]
+    assert records(tmp_path / "ray") == records(tmp_path / "local")
+
+
+async def test_shared_prefix_groups_run_on_actors(tmp_path: Path) -> None:
+    local, remote = await both(tmp_path, HUMANEVAL, episodes=4, group_size=2, branch_at=1)
+    assert [(r.index, r.group, r.status, r.reward) for r in remote] == [
+        (r.index, r.group, r.status, r.reward) for r in local
+    ]
+    assert records(tmp_path / "ray") == records(tmp_path / "local")
+
+
+class Raising:
+    async def act(self, observation: LLMRequest) -> LLMResponse:
+        raise RuntimeError("the inference server fell over")
+
+
+def raising_policy(task: Task, fmt: ActionFormat) -> Policy:
+    return Raising()
+
+
+async def test_a_failing_policy_is_an_errored_result_and_record_not_an_exception(tmp_path: Path) -> None:
+    collector = JsonDirCollector(tmp_path)
+    results = await run_episodes_ray(HUMANEVAL, raising_policy, episodes=3, collector=collector, actors=1)
+    collector.close()
+    assert [r.status for r in results] == [EpisodeStatus.ERRORED] * 3
+    assert all(r.error and r.error["message"] == "the inference server fell over" for r in results)
+    on_disk = load_episodes(tmp_path)
+    assert sorted(r.status for r in on_disk) == ["errored"] * 3
+    assert all(r.error is not None and r.error.type == "RuntimeError" for r in on_disk)
+
+
+class KillsItsActor:
+    """Kills the process it runs in (a crashed Ray worker) on its first call for episode ``victim``,
+    once per marker file: a retry on another actor then plays normally."""
+
+    def __init__(self, inner: Policy, marker: Path) -> None:
+        self.inner, self.marker = inner, marker
+
+    async def act(self, observation: LLMRequest) -> LLMResponse:
+        if not self.marker.exists():
+            self.marker.write_text(str(os.getpid()))
+            os.kill(os.getpid(), signal.SIGKILL)
+            await asyncio.sleep(60)
+        return await self.inner.act(observation)
+
+
+class Killer:
+    def __init__(self, victim_task: str, marker: Path) -> None:
+        self.victim_task, self.marker = victim_task, marker
+
+    def __call__(self, task: Task, fmt: ActionFormat) -> Policy:
+        inner = ORACLE(task, fmt)
+        return KillsItsActor(inner, self.marker) if task.id == self.victim_task else inner
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+async def test_an_actor_killed_mid_run_fails_or_retries_its_episodes_and_the_run_completes(
+    tmp_path: Path, retries: int
+) -> None:
+    collector = JsonDirCollector(tmp_path / "records")
+    seen: list[EpisodeResult] = []
+    results = await run_episodes_ray(
+        HUMANEVAL, Killer("humaneval_1", tmp_path / "killed"), episodes=6, actors=2, concurrency=2,
+        collector=collector, retries=retries, on_result=seen.append,
+    )  # fmt: skip
+    collector.close()
+    assert (tmp_path / "killed").exists()
+    assert [r.index for r in results] == list(range(6)) and len(seen) == 6
+    errored = [r for r in results if r.errored]
+    if retries:
+        assert errored == [] and all(r.reward == 1.0 for r in results)
+    else:
+        # the victim for sure; an episode that shared the actor at that moment may be lost too
+        assert 1 in {r.index for r in errored}
+        for r in errored:
+            assert r.error is not None and r.error["type"] == "ActorDiedError"
+            assert "died" in r.error["message"]
+        assert all(r.reward == 1.0 for r in results if not r.errored)
+    on_disk = load_episodes(tmp_path / "records")
+    assert sorted(r.metadata["episode_index"] for r in on_disk) == list(range(6))  # once each
+    by_index = {r.metadata["episode_index"]: r for r in on_disk}
+    for r in results:
+        assert by_index[r.index].status == str(r.status) == by_index[r.index].metadata["episode"]["status"]
+    summary = RunSummary.of(results, wall_time_s=1.0)
+    assert summary.errored == len(errored) and summary.episodes == 6
+
+
+def broken_env() -> Any:
+    raise FileNotFoundError("no such dataset: /nowhere")
+
+
+async def test_an_environment_that_cannot_be_built_is_a_clear_error() -> None:
+    with pytest.raises(RayRunError, match="no such dataset"):
+        await run_episodes_ray(broken_env, ORACLE, episodes=2, actors=1, actor_start_timeout_s=60)
+
+
+async def test_a_shared_policy_server_answers_every_actor_and_frees_its_sessions() -> None:
+    policy = shared_policy(ORACLE)
+    try:
+        results = await run_episodes_ray(HUMANEVAL, policy, episodes=4, actors=2, concurrency=2)
+        assert [r.reward for r in results] == [1.0] * 4
+        assert await policy.server.sessions.remote() == 0
+    finally:
+        await policy.shutdown()
+
+
+async def test_an_openai_compatible_endpoint_is_called_from_the_actors() -> None:
+    server = FakeOpenAI()
+    server.start()
+    try:
+        factory = make_policy("openai", base_url=server.base_url, api_key="k", model="m", backoff_s=0.01)
+        make_env = functools.partial(ares.make, "humaneval", tasks="0:2", step_limit=2)
+        results = await run_episodes_ray(make_env, factory, episodes=2, actors=2, concurrency=1)
+    finally:
+        server.stop()
+    assert [r.status for r in results] == [EpisodeStatus.TRUNCATED] * 2
+    assert [r.steps for r in results] == [2, 2]
+    assert len(server.received) == 4
+    assert {r.body["model"] for r in server.received} == {"m"}
+
+
+async def test_bad_arguments_are_refused_before_anything_starts() -> None:
+    with pytest.raises(ValueError, match="group_size"):
+        await run_episodes_ray(HUMANEVAL, ORACLE, episodes=1, group_size=0)
+    with pytest.raises(ValueError, match="retries"):
+        await run_episodes_ray(HUMANEVAL, ORACLE, episodes=1, retries=-1)
+
+
+def test_ares_run_joins_a_running_cluster_and_writes_one_record_per_episode(tmp_path: Path) -> None:
+    address = ray.get_runtime_context().gcs_address
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "ares.cli.main", "run", "humaneval", "--tasks", "0:4", "-c", "2", "--ray",
+         "--ray-address", address, "--ray-actors", "2", "--out", str(out)],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == 4 and summary["mean_reward"] == 1.0
+    assert len(list((out / "episodes").glob("*.json"))) == 4
+    assert sorted(r.metadata["episode_index"] for r in load_episodes(out / "trajectories")) == [0, 1, 2, 3]
+
+
+def test_ray_options_without_ray_are_a_usage_error() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ares.cli.main", "run", "humaneval", "--retries", "1"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2 and "go with --ray" in done.stderr + done.stdout
+
+
+async def test_a_traced_run_links_dispatch_episode_and_result_across_processes() -> None:
+    from ares import tracing
+
+    parts: list[list[dict[str, Any]]] = []
+    tracing.configure("basic", process="test driver")
+    try:
+        policy = shared_policy(ORACLE)
+        try:
+            await run_episodes_ray(
+                HUMANEVAL, policy, episodes=3, actors=2, concurrency=1, on_trace_events=parts.append
+            )
+        finally:
+            await policy.shutdown()
+        events = tracing.merge_traces([tracing.drain(), *parts])
+    finally:
+        tracing.shutdown()
+    names = {
+        e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"
+    }
+    assert len(names) == 4  # the driver, two actors, the policy server
+    slices = [e for e in events if e.get("ph") == "X"]
+    by_name: dict[str, set[int]] = {}
+    for e in slices:
+        by_name.setdefault(e["name"], set()).add(e["pid"])
+    assert len(by_name["episode"]) == 2 and by_name["dispatch"] == by_name["result"] == by_name["run"]
+    assert len(by_name["policy.serve"]) == 1 and by_name["policy.serve"].isdisjoint(by_name["episode"])
+    starts = {e["id"]: e["pid"] for e in events if e.get("ph") == "s"}
+    ends = {e["id"]: e["pid"] for e in events if e.get("ph") == "f"}
+    assert starts.keys() == ends.keys()
+    crossing = [flow for flow, pid in starts.items() if ends[flow] != pid]
+    # per episode: dispatch -> episode, episode -> result, and one policy call per step -> the server
+    assert len(crossing) == len(starts) >= 3 * 2 + 3 * 2
+
+
+async def test_preset_env_runs_the_docker_backend_on_actors(tmp_path: Path) -> None:
+    from engine_kit import docker_kit
+
+    try:
+        url = str(docker_kit().ensure_engine().base_url)
+    except RuntimeError as exc:
+        pytest.skip(f"no Docker API engine: {exc}")
+    make_env = PresetEnv("harbor", "docker", {"path": str(FIXBUG)})
+    results = await run_episodes_ray(
+        make_env, ORACLE, episodes=2, actors=1, concurrency=2,
+        actor_options={"num_cpus": 1, "runtime_env": {"env_vars": {"DOCKER_HOST": url}}},
+    )  # fmt: skip
+    assert [(r.status, r.reward) for r in results] == [(EpisodeStatus.FINISHED, 1.0)] * 2
+
+
+# ----------------------------------------------------------------------------- hostile
+
+RAY_PROBE = r"""
+import json, socket, sys
+out = {}
+for addr in json.loads(sys.argv[1]):
+    host, port = addr.rsplit(":", 1)
+    s = socket.socket()
+    s.settimeout(1.0)
+    try:
+        s.connect((host, int(port)))
+        out[addr] = "connected"
+    except OSError as e:
+        out[addr] = type(e).__name__
+    finally:
+        s.close()
+print("RAY-PROBE " + json.dumps(out))
+"""
+
+
+def probe_env(network: bool) -> Any:
+    from ares.envs.code_env import CodeEnvironment
+    from ares.registry import BashAgentFactory
+    from ares.sandbox.local import LocalSandbox
+
+    tests = {"test.sh": "mkdir -p /logs/verifier && echo 0 > /logs/verifier/reward.txt\n"}
+    task = Task(id=f"probe-net-{network}", instruction="probe", tests=tests, network=network)
+    return CodeEnvironment([task], agent_factory=BashAgentFactory(), sandbox_factory=LocalSandbox)
+
+
+class RayProber:
+    """An agent that, from its sandbox on a Ray worker node, dials every port Ray listens on."""
+
+    def __init__(self, targets: list[str]) -> None:
+        self.targets = targets
+
+    def __call__(self, task: Task, fmt: ActionFormat) -> Policy:
+        from ares.policies.scripted import ReplayPolicy
+
+        command = f"python3 -c {shlex.quote(RAY_PROBE)} {shlex.quote(json.dumps(self.targets))}"
+        return ReplayPolicy([fmt.command(command)], fmt.submit())
+
+
+@pytest.mark.parametrize("network", [False, True])
+async def test_a_sandbox_on_an_actor_cannot_reach_the_ray_cluster(tmp_path: Path, network: bool) -> None:
+    if network and not (shutil.which("pasta") or shutil.which("slirp4netns")):
+        pytest.skip("no pasta or slirp4netns for a networked sandbox")
+    node = ray.nodes()[0]
+    host = node["NodeManagerAddress"]
+    targets = [ray.get_runtime_context().gcs_address] + [
+        f"{host}:{node[key]}" for key in ("NodeManagerPort", "ObjectManagerPort") if node.get(key, -1) > 0
+    ]
+    collector = JsonDirCollector(tmp_path)
+    make_env = functools.partial(probe_env, network)
+    (result,) = await run_episodes_ray(
+        make_env, RayProber(targets), episodes=1, actors=1, collector=collector
+    )
+    collector.close()
+    assert result.status is EpisodeStatus.FINISHED, result.error
+    (record,) = load_episodes(tmp_path)
+    said = [m.content for step in record.steps if step.observation for m in step.observation.messages]
+    line = next(x for text in said for x in str(text).splitlines() if x.startswith("RAY-PROBE "))
+    found = json.loads(line.removeprefix("RAY-PROBE "))
+    assert set(found) == set(targets)
+    assert "connected" not in found.values(), found
+
+
+async def test_a_runner_keeps_its_actors_across_runs_with_different_policies() -> None:
+    async with RayRunner(HUMANEVAL, actors=2) as runner:
+        first = await runner.run(ORACLE, episodes=3, concurrency=2)
+        pids = sorted(s["pid"] for s in await runner.stats())
+        second = await runner.run(make_policy("null"), episodes=3, concurrency=2)
+        assert sorted(s["pid"] for s in await runner.stats()) == pids and len(pids) == 2
+    assert [r.reward for r in first] == [1.0] * 3
+    assert [r.reward for r in second] == [0.0] * 3
+    assert await runner.stats() == []

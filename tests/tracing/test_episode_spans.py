@@ -1,0 +1,116 @@
+"""A real HumanEval episode (local sandbox, oracle policy) traced at basic and full."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+import ares
+from ares import tracing
+from ares.llm.openai_client import OpenAIChatClient
+from ares.llm.types import LLMRequest, user
+from ares.policies import make_policy
+from ares.policies.openai import OpenAIPolicy
+from ares.records.collectors import JsonDirCollector
+from ares.rollout.runner import run_episodes
+from conftest import by_name, inside, slices, track_names
+
+
+async def traced_episode(level: tracing.Level, out: Path) -> list[dict]:
+    tracing.configure(level, process="driver")
+    with tracing.span("test.episode", cat="test", track="episode 0"):
+        (result,) = await run_episodes(
+            lambda: ares.make("humaneval", tasks="0:1"), make_policy("oracle"), episodes=1,
+            collector=JsonDirCollector(out),
+        )  # fmt: skip
+    assert result.reward == 1.0
+    return tracing.drain()
+
+
+def episode_track(events: list[dict]) -> tuple[int, int]:
+    """The one track every env, agent and sandbox span of the episode is on; named "episode ..."."""
+    ours = [e for e in slices(events) if e["cat"] in ("env", "agent", "sandbox")]
+    tracks = {(e["pid"], e["tid"]) for e in ours}
+    assert len(tracks) == 1, tracks
+    (track,) = tracks
+    assert track_names(events)[track].startswith("episode ")
+    return track
+
+
+async def test_basic_has_the_episode_lifecycle_on_its_track(tmp_path: Path) -> None:
+    events = await traced_episode("basic", tmp_path)
+    episode_track(events)
+    names = {e["name"] for e in slices(events)}
+    assert {"env.reset", "env.step", "env.verify", "agent.start", "sandbox.start", "sandbox.stop"} <= names
+    assert not names & {"sandbox.exec", "sandbox.upload", "agent.turn", "records.write"}  # full only
+    (reset,), (verify,) = by_name(events, "env.reset"), by_name(events, "env.verify")
+    steps = by_name(events, "env.step")
+    assert len(steps) == 2 and [s["args"]["step"] for s in steps] == [1, 2]
+    assert reset["args"]["task"] == "humaneval_0" and verify["args"]["reward"] == 1.0
+    starts = by_name(events, "sandbox.start")
+    assert any(inside(s, reset) for s in starts)  # the agent's sandbox
+    assert any(inside(s, verify) for s in starts)  # the verifier's own
+    assert inside(verify, steps[-1])
+    assert all(s["args"]["backend"] == "LocalSandbox" for s in starts)
+
+
+async def test_full_adds_commands_agent_turns_and_record_writes(tmp_path: Path) -> None:
+    events = await traced_episode("full", tmp_path)
+    track = episode_track(events)
+    (verify,), steps = by_name(events, "env.verify"), by_name(events, "env.step")
+    turns = by_name(events, "agent.turn")
+    assert len(turns) == 2 and all(any(inside(t, s) for s in steps) for t in turns)
+    assert turns[-1]["args"] == {"agent_finished": True}  # the agent ending is no error
+    execs = by_name(events, "sandbox.exec")
+    oracle = [e for e in execs if any(inside(e, t) for t in turns)]
+    assert oracle and all(e["args"]["exit_code"] == 0 for e in oracle)
+    (tests,) = [e for e in execs if e["args"]["cmd"] == "bash /tests/test.sh"]
+    assert inside(tests, verify)
+    writes = by_name(events, "records.write")
+    assert writes and all((w["pid"], w["tid"]) != track for w in writes)  # the writer thread's own track
+
+
+class _Completions(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        message = {"role": "assistant", "content": "hi"}
+        reply = {
+            "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+        }  # fmt: skip
+        data = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def llm_server() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Completions)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+async def test_policy_http_span_at_full(llm_server: str) -> None:
+    client = OpenAIChatClient(base_url=llm_server, model="m", max_retries=0)
+    policy = OpenAIPolicy(client)
+    tracing.configure("basic", process="driver")
+    await policy.act(LLMRequest(messages=(user("hello"),)))
+    assert by_name(tracing.drain(), "policy.http") == []
+    tracing.configure("full", process="driver")
+    response = await policy.act(LLMRequest(messages=(user("hello"),)))
+    await client.aclose()
+    assert response.content == "hi"
+    (span,) = by_name(tracing.drain(), "policy.http")
+    assert span["cat"] == "policy" and span["args"]["model"] == "m"
