@@ -188,37 +188,37 @@ async def _traced_run(kind: str, n: int, concurrency: int, steps: int) -> dict[s
 
 
 def tracing_scenario(args: argparse.Namespace) -> dict[str, Any]:
+    """Each level's episodes/s and step p50 (median of ``--rounds``, levels interleaved so that drift
+    hits them alike). On a revision from before span tracing (``--baseline``) only "off" runs: there
+    it means code without a single span call, the figure "off" must match."""
     try:
         from ares import tracing
-    except ImportError:  # a revision from before span tracing (--baseline)
+    except ImportError:
         tracing = None
-    out: dict[str, Any] = {"env": args.env, "episodes": args.episodes, "rounds": args.rounds}
-    levels = ["none"] if tracing is None else ["none", "off", "basic", "full"]
-    figures: dict[str, list[dict[str, Any]]] = {level: [] for level in levels}
-    for _ in range(args.rounds):  # levels interleaved, so drift hits them alike
+    levels = ["off"] if tracing is None else ["off", *(x for x in args.levels.split(",") if x != "off")]
+    runs: dict[str, list[dict[str, Any]]] = {level: [] for level in levels}
+    for _ in range(args.rounds):
         for level in levels:
             if tracing is not None:
-                if level == "none":
-                    tracing.shutdown()
-                else:
-                    tracing.configure(level, process="bench")  # type: ignore[arg-type]
-            figures[level].append(asyncio.run(_traced_run(args.env, args.episodes, args.concurrency, 10)))
-            events = tracing.drain() if tracing is not None else []
-            figures[level][-1]["events"] = len(events)
+                tracing.configure(level, process="bench")  # type: ignore[arg-type]
+            figures = asyncio.run(_traced_run(args.env, args.episodes, args.concurrency, 10))
+            figures["events"] = len(tracing.drain()) if tracing is not None else 0
+            runs[level].append(figures)
     if tracing is not None:
         tracing.shutdown()
-    for level, runs in figures.items():
-        rates = [r["episodes_per_s"] for r in runs]
+    out: dict[str, Any] = {"env": args.env, "episodes": args.episodes, "rounds": args.rounds}
+    for level, rows in runs.items():
+        rates = [r["episodes_per_s"] for r in rows]
         out[level] = {
             "episodes_per_s_median": round(statistics.median(rates), 2),
             "episodes_per_s": rates,
-            "step_p50_ms_median": round(statistics.median(r["step_latency"]["p50_ms"] for r in runs), 4),
-            "events_per_episode": round(runs[-1]["events"] / args.episodes, 1),
+            "step_p50_ms_median": round(statistics.median(r["step_latency"]["p50_ms"] for r in rows), 4),
+            "events_per_episode": round(rows[-1]["events"] / args.episodes, 1),
         }
-    if "off" in out:
-        base = out["none"]["episodes_per_s_median"]
-        for level in ("off", "basic", "full"):
-            out[level]["throughput_vs_none"] = round(out[level]["episodes_per_s_median"] / base, 3)
+    for level in levels[1:]:
+        out[level]["throughput_vs_off"] = round(
+            out[level]["episodes_per_s_median"] / out["off"]["episodes_per_s_median"], 3
+        )
     return out
 
 
@@ -227,3 +227,4 @@ def tracing_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--episodes", type=int, default=1000)
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--levels", default="off,basic,full", help="levels besides off, comma-separated")

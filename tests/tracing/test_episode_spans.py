@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ from ares.policies.openai import OpenAIPolicy
 from ares.records.collectors import JsonDirCollector
 from ares.rollout.runner import run_episodes
 from conftest import by_name, inside, slices, track_names
+from fake_openai import FakeOpenAI
 
 
 async def traced_episode(level: tracing.Level, out: Path) -> list[dict]:
@@ -75,31 +73,12 @@ async def test_full_adds_commands_agent_turns_and_record_writes(tmp_path: Path) 
     assert writes and all((w["pid"], w["tid"]) != track for w in writes)  # the writer thread's own track
 
 
-class _Completions(BaseHTTPRequestHandler):
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        message = {"role": "assistant", "content": "hi"}
-        reply = {
-            "id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
-        }  # fmt: skip
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def llm_server() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Completions)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
+    server = FakeOpenAI()
+    server.start()
+    yield server.base_url
+    server.stop()
 
 
 async def test_policy_http_span_at_full(llm_server: str) -> None:
@@ -111,6 +90,6 @@ async def test_policy_http_span_at_full(llm_server: str) -> None:
     tracing.configure("full", process="driver")
     response = await policy.act(LLMRequest(messages=(user("hello"),)))
     await client.aclose()
-    assert response.content == "hi"
+    assert response.tool_calls[0].name == "bash"  # the fake server's canned completion
     (span,) = by_name(tracing.drain(), "policy.http")
     assert span["cat"] == "policy" and span["args"]["model"] == "m"

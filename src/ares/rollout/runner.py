@@ -14,7 +14,7 @@ import contextlib
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -259,17 +259,7 @@ async def run_episode(
         index=index, task=str(task), seed=seed,
     ) as span:  # fmt: skip
         play = _Play(env, driver or env, policy_timeout_s)
-        policy = None
-        try:
-            timestep = await play.drive.reset(seed=seed, task=task)
-            policy = _policy(policy_factory, env)
-            await play.until(timestep, policy)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            await play.fail(exc)
-        finally:
-            await _close_policy(policy)
+        await play.play(lambda: play.drive.reset(seed=seed, task=task), policy_factory)
         result = play.result(index=index, task=task, group=group)
         span.set("status", str(result.status))
         span.set("reward", result.reward)
@@ -289,6 +279,22 @@ class _Play:
         self.tokens = _Tokens()
         self.timestep: Any = None
         self.error: BaseException | None = None
+
+    async def play(self, first: Callable[[], Awaitable[Any]], policy_factory: PolicyFactory) -> None:
+        """Take the first TimeStep from ``first()`` (a reset, or where a fork left off), then step
+        with a fresh policy to the end. A failure ends the episode ``errored`` (cancellation
+        propagates); the policy is released either way."""
+        policy = None
+        try:
+            timestep = await first()
+            policy = _policy(policy_factory, self.env)
+            await self.until(timestep, policy)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self.fail(exc)
+        finally:
+            await _close_policy(policy)
 
     async def until(self, timestep: Any, policy: Any, *, stop: Callable[[], bool] = lambda: False) -> Any:
         """Step with ``policy`` from ``timestep`` until LAST (or until ``stop()``); the last TimeStep."""
@@ -419,17 +425,14 @@ async def run_branched_group(
         index = first_index + i
         with tracing.span("episode", cat="episode", track=f"episode {index}", index=index, branch=i) as span:
             play = _Play(inner, branch, policy_timeout_s)
-            policy = _policy(policy_factory, inner)
-            try:
-                await play.until(transition(inner.observation), policy)  # type: ignore[attr-defined]
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                await play.fail(exc)
-            finally:
-                await _close_policy(policy)
+
+            async def here() -> Any:  # a branch starts where the fork left it
+                return transition(inner.observation)  # type: ignore[attr-defined]
+
+            await play.play(here, policy_factory)
             result = play.result(index=index, task=task, group=group)
             span.set("status", str(result.status))
+            span.set("reward", result.reward)
         await branch.close()
         return result
 
