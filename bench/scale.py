@@ -7,6 +7,9 @@
   local  concurrent episodes through the local runner: ``--envs`` in-process environments at once
          (default 1,000) and ``--sandbox-envs`` local-sandbox ones (default 200): throughput, peak
          RSS per environment, step latency p50/p95.
+  ray      the ``local`` episodes through the local runner and through Ray actors, side by side,
+           and a soak inside the actors (bench/scale_ray.py).
+  tracing  episodes/s and step latency with span tracing at each level (bench/scale_ray.py).
 
 Environments: ``sandbox`` is HumanEval on the local sandbox with the oracle policy (real processes,
 ~20 episodes/s on 2 cores at concurrency 8); ``memory`` is a CodeEnvironment over an in-memory
@@ -20,6 +23,9 @@ fresh interpreter; ``--malloc-arena-max N`` runs it with glibc's MALLOC_ARENA_MA
     .venv/bin/python bench/scale.py soak [--episodes 10000] [--warmup 1000] [--every 250]
         [--env sandbox|memory] [--collector jsonl|jsondir|none] [--via runner|cli] [--tracemalloc]
     .venv/bin/python bench/scale.py local [--envs 1000] [--sandbox-envs 200] [--steps 10]
+    .venv/bin/python bench/scale.py ray [--envs 1000] [--sandbox-envs 200] [--actors 2]
+        [--soak-episodes 10000] [--soak-env memory|sandbox]
+    .venv/bin/python bench/scale.py tracing [--env memory|sandbox] [--episodes 1000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import _probe
+import scale_ray
 from _common import ROOT, compare_with, figures_in_subprocess, machine_info, summarize_ms
 from ares.core.environment import Environment
 from ares.envs.code_env import CodeEnvironment
@@ -245,29 +252,40 @@ def soak_options(p: argparse.ArgumentParser) -> None:
 # ----------------------------------------------------------------------------- local
 
 
-async def concurrent_episodes(kind: str, n: int, steps: int, collector_kind: str) -> dict[str, Any]:
-    """``n`` episodes at once through ``run_episodes``: throughput, peak RSS per environment (of this
-    process: a sandbox's own processes are not in it), step latency."""
+async def concurrent_episodes(
+    kind: str, n: int, steps: int, collector_kind: str, *, python_memory: bool = False
+) -> dict[str, Any]:
+    """``n`` episodes at once through ``run_episodes``: throughput, step latency, and the peak RSS
+    of this process over its level before, per environment (a sandbox's own processes are not in
+    it; memory the warm-up freed is reused first, so this can read low). ``python_memory`` adds a
+    second, untimed run under tracemalloc: the peak of Python allocations per environment."""
     make_env, policy = env_and_policy(kind, steps)
     scratch = Path(tempfile.mkdtemp(prefix="ares-local-"))
     collector = make_collector(collector_kind, scratch)
-    # One episode first (imports, image layers), then the peak is measured from here.
-    await run_episodes(make_env, policy, episodes=1, concurrency=1, collector=collector)
-    gc.collect()
-    base = _probe.status()["rss_kib"]
-    _reset_peak_rss()
-    t0 = time.perf_counter()
     try:
+        # One episode first (imports, image layers), then the peak is measured from here.
+        await run_episodes(make_env, policy, episodes=1, concurrency=1, collector=collector)
+        gc.collect()
+        base = _probe.status()["rss_kib"]
+        _reset_peak_rss()
+        t0 = time.perf_counter()
         results = await run_episodes(make_env, policy, episodes=n, concurrency=n, collector=collector)
         wall = time.perf_counter() - t0
+        peak = _probe.status()["hwm_kib"]
+        py_peak = None
+        if python_memory:
+            gc.collect()
+            tracemalloc.start()
+            await run_episodes(make_env, policy, episodes=n, concurrency=n, collector=collector)
+            py_peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
         if collector is not None:
             collector.close()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    peak = _probe.status()["hwm_kib"]
     latencies = [x for r in results for x in r.step_latencies_s]
     steps_done = sum(r.steps for r in results)
-    return {
+    figures = {
         "env": kind,
         "episodes": n,
         "concurrency": n,
@@ -279,6 +297,9 @@ async def concurrent_episodes(kind: str, n: int, steps: int, collector_kind: str
         "peak_rss_kib_per_env": round((peak - base) / n, 1),
         "step_latency": summarize_ms(latencies) if latencies else None,
     }
+    if py_peak is not None:
+        figures["py_peak_kib_per_env"] = round(py_peak / 1024 / n, 1)
+    return figures
 
 
 def _reset_peak_rss() -> None:
@@ -293,10 +314,12 @@ def _reset_peak_rss() -> None:
 def local(args: argparse.Namespace) -> dict[str, Any]:
     phases: dict[str, Any] = {}
     if args.envs:
-        phases["memory"] = asyncio.run(concurrent_episodes("memory", args.envs, args.steps, args.collector))
+        phases["memory"] = asyncio.run(
+            concurrent_episodes("memory", args.envs, args.steps, args.collector, python_memory=True)
+        )
     if args.sandbox_envs:
         phases["sandbox"] = asyncio.run(
-            concurrent_episodes("sandbox", args.sandbox_envs, args.steps, args.collector)
+            concurrent_episodes("sandbox", args.sandbox_envs, args.steps, args.collector, python_memory=True)
         )
     return phases
 
@@ -317,6 +340,8 @@ Run = Callable[[argparse.Namespace], Any]
 SCENARIOS: dict[str, tuple[Options, Run]] = {
     "soak": (soak_options, soak),
     "local": (local_options, local),
+    "ray": (scale_ray.ray_options, scale_ray.ray_scenario),
+    "tracing": (scale_ray.tracing_options, scale_ray.tracing_scenario),
 }
 
 

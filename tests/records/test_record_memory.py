@@ -12,24 +12,13 @@ from typing import Any
 
 import pytest
 
-from ares.llm.types import LLMRequest, LLMResponse, Message
+from ares.llm.types import Message
 from ares.records import JsonDirCollector, JsonlCollector
 from ares.records.encoding import JsonFragments
 from ares.records.loader import load_episodes
 from ares.records.model import EpisodeRecord, StepRecord
 from ares.records.trace import StepTrace
-
-
-class TrackedMessage(Message):
-    __slots__ = ("__weakref__",)
-
-
-class TrackedRequest(LLMRequest):
-    __slots__ = ("__weakref__",)
-
-
-class TrackedResponse(LLMResponse):
-    __slots__ = ("__weakref__",)
+from weak_tracked import TrackedMessage, TrackedRequest, TrackedResponse
 
 
 def begin(collector: Any, episode_id: str) -> None:

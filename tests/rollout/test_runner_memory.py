@@ -17,20 +17,9 @@ from ares.records.loader import load_episodes
 from ares.rollout.runner import EpisodeResult, RunSummary, run_episodes
 from ares.sandbox.base import ExecResult, SandboxSpec
 from ares.tasks.model import Task
+from weak_tracked import TrackedMessage, TrackedRequest, TrackedResponse
 
 TASK = Task(id="chat", instruction="say hi", tests={"test.sh": "exit 0"})
-
-
-class TrackedMessage(Message):
-    __slots__ = ("__weakref__",)
-
-
-class TrackedRequest(LLMRequest):
-    __slots__ = ("__weakref__",)
-
-
-class TrackedResponse(LLMResponse):
-    __slots__ = ("__weakref__",)
 
 
 class DoneSandbox:

@@ -453,7 +453,7 @@ async def _run(
     if ray is not None:
         from ares.rollout.ray import run_episodes_ray
 
-        runner, extra = run_episodes_ray, ray
+        runner, extra = run_episodes_ray, {**extra, **ray}
     try:
         return await runner(
             make_env, policy_factory, episodes=total, concurrency=concurrency, seed=seed,
