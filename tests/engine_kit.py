@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
+
+import pytest
 
 KIT = Path(__file__).resolve().parent / "sandbox" / "docker" / "docker_engine_kit.py"
 
@@ -24,3 +28,25 @@ def docker_kit() -> ModuleType:
     sys.modules[KIT.stem] = module
     spec.loader.exec_module(module)
     return module
+
+
+# Fixtures, shared by the folders whose conftest.py imports them.
+
+
+@pytest.fixture(scope="module")
+def engine_url() -> str:
+    """The engine's Docker API URL; the test is skipped, saying why, when there is none."""
+    try:
+        return str(docker_kit().ensure_engine().base_url)
+    except RuntimeError as exc:
+        pytest.skip(f"no Docker API engine for the docker backend tests: {exc}")
+
+
+@pytest.fixture
+def factory(engine_url: str) -> Iterator[Any]:
+    """A ``DockerSandboxFactory`` on that engine, closed after the test."""
+    from ares.sandbox.docker import DockerConfig, DockerSandboxFactory
+
+    made = DockerSandboxFactory(DockerConfig(base_url=engine_url))
+    yield made
+    made.close()

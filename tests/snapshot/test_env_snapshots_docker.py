@@ -9,39 +9,18 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from ares.agents.bash import BashActionFormat
 from ares.envs.code_env import CodeEnvironment
 from ares.llm.types import LLMRequest
 from ares.registry import make
-from engine_kit import docker_kit
 
 FIXBUG = Path(__file__).resolve().parents[1] / "fixtures" / "harbor" / "fix-bug"
 FMT = BashActionFormat()
 HASHES = "find /app -type f -print0 | sort -z | xargs -0 sha256sum"
 AFTER = ["rm /app/a.txt && echo three >> /app/d/b.txt", HASHES]
-
-
-@pytest.fixture(scope="module")
-def engine_url() -> str:
-    try:
-        return str(docker_kit().ensure_engine().base_url)
-    except RuntimeError as exc:
-        pytest.skip(f"no Docker API engine: {exc}")
-
-
-@pytest.fixture
-def factory(engine_url: str) -> Iterator[Any]:
-    from ares.sandbox.docker import DockerConfig, DockerSandboxFactory
-
-    made = DockerSandboxFactory(DockerConfig(base_url=engine_url))
-    yield made
-    made.close()
 
 
 def last_text(observation: Any) -> str:

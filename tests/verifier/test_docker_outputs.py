@@ -9,7 +9,7 @@ mode still runs them on a commit of the agent's whole container.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,7 +22,7 @@ from ares.errors import SandboxError, VerifierError
 from ares.llm.types import LLMRequest
 from ares.policies import make_policy
 from ares.sandbox import ImageSpec, SandboxSpec
-from ares.sandbox.docker import DockerConfig, DockerSandbox, DockerSandboxFactory
+from ares.sandbox.docker import DockerSandbox, DockerSandboxFactory
 from ares.sandbox.docker.outputs import summarize_changes
 from ares.tasks.model import Task
 from ares.tasks.verifier import verify
@@ -68,21 +68,6 @@ printf '%s' "{FORGE_PTH}" > {PTH}
 setsid sh -c 'while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' \
   </dev/null >/dev/null 2>&1 &
 """
-
-
-@pytest.fixture(scope="module")
-def engine_url() -> str:
-    try:
-        return str(docker_kit().ensure_engine().base_url)
-    except RuntimeError as exc:
-        pytest.skip(f"no Docker API engine for the docker backend tests: {exc}")
-
-
-@pytest.fixture
-def factory(engine_url: str) -> Iterator[DockerSandboxFactory]:
-    made = DockerSandboxFactory(DockerConfig(base_url=engine_url))
-    yield made
-    made.close()
 
 
 @pytest.fixture(scope="module")

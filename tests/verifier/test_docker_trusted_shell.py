@@ -16,7 +16,7 @@ import io
 import shutil
 import subprocess
 import tarfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,14 +28,13 @@ from ares.envs.code_env import CodeEnvironment
 from ares.errors import SandboxError
 from ares.llm.types import LLMRequest
 from ares.policies import make_policy
-from ares.sandbox.docker import DockerConfig, DockerSandbox, DockerSandboxFactory, janitor
+from ares.sandbox.docker import DockerSandbox, DockerSandboxFactory, janitor
 from ares.sandbox.docker import sandbox as docker_sandbox
 from ares.sandbox.docker.containers import create_container
 from ares.sandbox.docker.outputs import MODE_SYMLINK, stat_path
 from ares.sandbox.docker.trusted import TrustedShell, image_shell, prepare
 from ares.tasks.model import Task
 from ares.tasks.verifier import verify
-from engine_kit import docker_kit
 
 TESTS = Path(__file__).resolve().parents[1]
 KIT = TESTS / "sandbox" / "docker" / "docker_engine_kit.py"
@@ -107,21 +106,6 @@ ATTACKS = {
 #: What fix-bug's own test.sh does not run (it runs mkdir, dirname and python3 itself: in full mode
 #: those are the agent's, and a forging mkdir would forge through them).
 HARBOR_ATTACKS = ("bash", "sh", "path-bash", "timeout", "cat", "preload")
-
-
-@pytest.fixture(scope="module")
-def engine_url() -> str:
-    try:
-        return str(docker_kit().ensure_engine().base_url)
-    except RuntimeError as exc:
-        pytest.skip(f"no Docker API engine for the docker backend tests: {exc}")
-
-
-@pytest.fixture
-def factory(engine_url: str) -> Iterator[DockerSandboxFactory]:
-    made = DockerSandboxFactory(DockerConfig(base_url=engine_url))
-    yield made
-    made.close()
 
 
 @pytest.fixture
