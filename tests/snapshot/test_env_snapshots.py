@@ -9,12 +9,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import ares
-from ares.agents.bash import BashActionFormat
 from ares.envs.code_env import CodeEnvironment
 from ares.errors import SnapshotError
 from ares.llm.types import LLMRequest, user
@@ -23,8 +21,8 @@ from ares.records.collectors import JsonDirCollector
 from ares.records.loader import load_episodes
 from ares.sandbox.local import workspace
 from ares.snapshot import EnvironmentSnapshot, restore
+from bash_steps import FMT, play
 
-FMT = BashActionFormat()
 HASHES = "find /workspace -type f -print0 | sort -z | xargs -0 sha256sum"
 BEFORE = ["echo one > /workspace/a.txt", "mkdir -p /workspace/d && echo two > /workspace/d/b.txt"]
 AFTER = [
@@ -32,20 +30,6 @@ AFTER = [
     "cp /solution/solve.sh /tmp/ 2>/dev/null; ls -la /workspace | wc -l",
     HASHES,
 ]
-
-
-def last_text(observation: Any) -> str:
-    assert isinstance(observation, LLMRequest)
-    return observation.messages[-1].text
-
-
-async def play(env: Any, commands: list[str]) -> list[str]:
-    seen = []
-    for command in commands:
-        ts = await env.step(FMT.command(command))
-        assert not ts.last()
-        seen.append(last_text(ts.observation))
-    return seen
 
 
 async def test_restored_in_a_new_process_replays_identically(tmp_path: Path) -> None:

@@ -12,29 +12,13 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from ares.agents.bash import BashActionFormat
 from ares.envs.code_env import CodeEnvironment
-from ares.llm.types import LLMRequest
 from ares.registry import make
+from bash_steps import FMT, play
 
 FIXBUG = Path(__file__).resolve().parents[1] / "fixtures" / "harbor" / "fix-bug"
-FMT = BashActionFormat()
 HASHES = "find /app -type f -print0 | sort -z | xargs -0 sha256sum"
 AFTER = ["rm /app/a.txt && echo three >> /app/d/b.txt", HASHES]
-
-
-def last_text(observation: Any) -> str:
-    assert isinstance(observation, LLMRequest)
-    return observation.messages[-1].text
-
-
-async def play(env: Any, commands: list[str]) -> list[str]:
-    seen = []
-    for command in commands:
-        ts = await env.step(FMT.command(command))
-        assert not ts.last()
-        seen.append(last_text(ts.observation))
-    return seen
 
 
 def ours(engine_url: str) -> list[str]:
