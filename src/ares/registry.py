@@ -31,6 +31,8 @@ class Preset:
     description: str
     load_tasks: Callable[..., list[Task]]
     options: tuple[str, ...] = ()
+    #: Builds the preset's agent factory (default: the bash agent); called once per ``make``.
+    agent: Callable[[], AgentFactory] = BashAgentFactory
 
 
 def _harbor_tasks(path: str | Path | None = None, verifier_mode: VerifierMode | None = None) -> list[Task]:
@@ -137,7 +139,7 @@ def make(
 ) -> CodeEnvironment:
     """Build the environment of a preset, e.g. ``make("humaneval", tasks="0:10")``.
 
-    ``agent`` is the agent factory (default: the preset's bash agent): anything called as
+    ``agent`` is the agent factory (default: the preset's own agent): anything called as
     ``agent(sandbox=..., llm=..., task=...)`` that returns an object with ``async run()``, once per
     episode (see ``ares.agents.base.AgentFactory``). Its ``action_format`` lets the oracle, null and
     scripted policies talk to the agent; a factory without one works with LLM policies only.
@@ -156,7 +158,7 @@ def make(
     if unknown:
         allowed = ", ".join(spec.options) or "none"
         raise UnknownPresetError(f"preset {preset!r} has no option(s) {sorted(unknown)}; options: {allowed}")
-    agent_factory = _agent_factory(agent)
+    agent_factory = _agent_factory(agent) if agent is not None else spec.agent()
     chosen = select_tasks(spec.load_tasks(**options), tasks, shard)
     pool = WarmPool(sandbox_factory, size=warm_pool) if warm_pool else None
     return CodeEnvironment(
@@ -171,9 +173,7 @@ def make(
     )
 
 
-def _agent_factory(agent: AgentFactory | Callable[..., CodeAgent] | None) -> AgentFactory:
-    if agent is None:
-        return BashAgentFactory()
+def _agent_factory(agent: AgentFactory | Callable[..., CodeAgent]) -> AgentFactory:
     if isinstance(agent, type):
         raise TypeError(
             f"agent= takes an agent factory (an instance, called once per episode), not the class "
