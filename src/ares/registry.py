@@ -9,6 +9,7 @@ from typing import Any
 
 from ares.agents.base import ActionFormat, AgentFactory, CodeAgent
 from ares.agents.bash import BashAgentFactory
+from ares.agents.tool_agent import ToolAgentFactory
 from ares.envs.code_env import CodeEnvironment
 from ares.envs.context_window import ContextWindow
 from ares.errors import PolicyError, TaskNotFoundError, UnknownPresetError
@@ -51,6 +52,14 @@ PRESETS: dict[str, Preset] = {
     "harbor": Preset(
         "harbor", "a Harbor dataset dir (options path=DIR, verifier_mode=outputs|full), bash agent",
         _harbor_tasks, ("path", "verifier_mode"),
+    ),
+    "humaneval-tools": Preset(
+        "humaneval-tools", "164 HumanEval problems, tool-calling agent (bash, file, submit), local sandbox",
+        lambda: load_humaneval(), agent=ToolAgentFactory,
+    ),
+    "harbor-tools": Preset(
+        "harbor-tools", "a Harbor dataset dir (options path=DIR, verifier_mode), tool-calling agent",
+        _harbor_tasks, ("path", "verifier_mode"), agent=ToolAgentFactory,
     ),
 }  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""Code agents: the CodeAgent seam and the built-in bash agent."""
+"""Code agents: the CodeAgent seam, the built-in bash agent and the built-in tool-calling agent."""
 
 from ares.agents.base import ActionFormat, AgentFactory, CodeAgent, StatefulAgent
 from ares.agents.bash import (
@@ -10,9 +10,17 @@ from ares.agents.bash import (
     ExitStatus,
 )
 from ares.agents.bash_parser import FormatError, parse_action
+from ares.agents.tool_agent import (
+    TOOLS,
+    ToolActionFormat,
+    ToolAgent,
+    ToolAgentConfig,
+    ToolAgentFactory,
+)
 
 __all__ = [
     "SUBMIT_COMMAND",
+    "TOOLS",
     "ActionFormat",
     "AgentFactory",
     "BashActionFormat",
@@ -23,5 +31,9 @@ __all__ = [
     "ExitStatus",
     "FormatError",
     "StatefulAgent",
+    "ToolActionFormat",
+    "ToolAgent",
+    "ToolAgentConfig",
+    "ToolAgentFactory",
     "parse_action",
 ]

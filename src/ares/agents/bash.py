@@ -12,18 +12,18 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache, lru_cache
-from importlib import resources
 from typing import Any, Literal
 
-import jinja2
-
 from ares.agents.bash_parser import FormatError, parse_action
+from ares.agents.rendering import combine_output as combine_output
+from ares.agents.rendering import command_output, compile_template, default_template, render
+from ares.agents.rendering import limit_note as limit_note
+from ares.agents.rendering import truncate_middle as truncate_middle
 from ares.errors import AgentError
 from ares.llm.interceptor import LLMClient
 from ares.llm.openai_chat import request_from_openai, request_to_openai
 from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, assistant, user
-from ares.sandbox.base import ExecResult, Resources, Sandbox
+from ares.sandbox.base import ExecResult, Sandbox
 from ares.tasks.model import Task
 
 logger = logging.getLogger(__name__)
@@ -33,66 +33,6 @@ SUBMIT_COMMAND = "echo ARES_SUBMIT"
 
 #: Why ``BashAgent.run`` returned: the model submitted, kept replying malformed, or hit the step limit.
 ExitStatus = Literal["submitted", "format_errors", "step_limit"]
-
-_JINJA = jinja2.Environment(
-    undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True, autoescape=False
-)
-
-
-@lru_cache(maxsize=64)
-def _compile(source: str) -> jinja2.Template:
-    """Templates are compiled once per distinct source, not once per episode."""
-    return _JINJA.from_string(source)
-
-
-def _render(source: str, **context: Any) -> str:
-    return _compile(source).render(**context).strip()
-
-
-@cache
-def default_template(name: str) -> str:
-    """The source of a template shipped in ``ares/agents/templates`` (e.g. ``"bash_system.j2"``)."""
-    return (resources.files("ares.agents") / "templates" / name).read_text(encoding="utf-8")
-
-
-def truncate_middle(text: str, max_chars: int) -> str:
-    """Keep the head and the tail: errors tend to be at the end, context at the start."""
-    if len(text) <= max_chars:
-        return text
-    head = max_chars // 2
-    tail = max_chars - head
-    return f"{text[:head]}\n[... {len(text) - max_chars} characters elided ...]\n{text[-tail:]}"
-
-
-def combine_output(result: ExecResult) -> str:
-    """stdout, then stderr under a marker when both have text (their interleaving is not known)."""
-    stdout, stderr = result.stdout, result.stderr
-    if stdout and stderr:
-        return f"{stdout}{'' if stdout.endswith(chr(10)) else chr(10)}[stderr]\n{stderr}"
-    return stdout or stderr
-
-
-# limit_hit -> (what happened, the limit's name, its size in the task's resources, unit)
-_LIMIT_NOTES = {
-    "memory": ("the command was stopped", "memory limit", "memory_mb", "MB"),
-    "pids": ("a fork failed", "process limit", "pids", "processes"),
-    "disk": ("a write failed", "disk limit", "storage_mb", "MB"),
-    # The command ran to its end; only the middle of its output was dropped (the sandbox keeps
-    # a head and a tail of each stream).
-    "output": ("the middle of the output was dropped", "output limit", "", ""),
-}
-
-
-def limit_note(result: ExecResult, resources: Resources) -> str | None:
-    """A line telling the model which resource limit hit its command, so it can change course."""
-    if result.limit_hit is None:
-        return None
-    effect, name, field_name, unit = _LIMIT_NOTES.get(
-        result.limit_hit, ("the command was stopped", f"{result.limit_hit} limit", "", "")
-    )
-    amount = getattr(resources, field_name, None)
-    size = f" of {amount} {unit}" if amount is not None else ""
-    return f"[{effect}: {name}{size} reached]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +71,7 @@ class BashAgentConfig:
             self.observation_template,
             self.format_error_template,
         ):
-            _compile(source)  # a template syntax error surfaces here, not mid-episode
+            compile_template(source)  # a template syntax error surfaces here, not mid-episode
 
 
 class BashAgent:
@@ -182,11 +122,11 @@ class BashAgent:
     async def run(self) -> None:
         """Loop until submit, too many format errors, or the step limit. LLM and sandbox errors propagate."""
         config, task = self.config, self.task
-        system_prompt = _render(config.system_template, submit_command=SUBMIT_COMMAND)
+        system_prompt = render(config.system_template, submit_command=SUBMIT_COMMAND)
         if self._messages is None:
             self._messages = [
                 user(
-                    _render(
+                    render(
                         config.instance_template,
                         instruction=task.instruction,
                         workdir=task.workdir,
@@ -232,12 +172,9 @@ class BashAgent:
         self.exit_status = "step_limit"
 
     def _observation(self, result: ExecResult) -> str:
-        output = truncate_middle(combine_output(result), self.config.max_output_chars).rstrip("\n")
-        if note := limit_note(result, self.task.resources):
-            output = f"{output}\n{note}".lstrip("\n")
-        return _render(
+        return render(
             self.config.observation_template,
-            output=output,
+            output=command_output(result, self.task.resources, self.config.max_output_chars),
             exit_code=result.exit_code,
             timed_out=result.timed_out,
             timeout_s=self.task.command_timeout_s,
@@ -245,7 +182,7 @@ class BashAgent:
         )
 
     def _format_error(self, error: FormatError, response: LLMResponse) -> str:
-        return _render(
+        return render(
             self.config.format_error_template,
             error=str(error),
             cut_off=response.finish_reason == "length",

@@ -1,0 +1,316 @@
+"""The built-in tool-calling agent: templates, one loop, three function tools.
+
+The model acts through OpenAI-style function tools sent with every request: ``bash`` (one command in
+the task's workdir), ``file`` (view, create and edit files; see ``file_tool``) and ``submit``. Each
+turn is one LLM call; every tool call of the reply runs in order and is answered by its own tool
+message, so the conversation is valid to resend to any chat API. A call the model got wrong (unknown
+tool, arguments that are not JSON or do not fit the schema) is answered with an error it can act on.
+The agent stops when the model calls ``submit``, after too many replies in a row with no usable call,
+or at an optional step limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ares.agents.bash import ExitStatus
+from ares.agents.file_tool import FILE_TOOL, FILE_TOOL_SCHEMA, FileTool, ToolCallError
+from ares.agents.rendering import command_output, compile_template, default_template, render
+from ares.errors import AgentError
+from ares.llm.interceptor import LLMClient
+from ares.llm.openai_chat import request_from_openai, request_to_openai
+from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, ToolCall, assistant, user
+from ares.sandbox.base import Sandbox
+from ares.tasks.model import Task
+
+logger = logging.getLogger(__name__)
+
+BASH_TOOL = "bash"
+SUBMIT_TOOL = "submit"
+
+TOOLS: tuple[Mapping[str, Any], ...] = (
+    {
+        "type": "function",
+        "function": {
+            "name": BASH_TOOL,
+            "description": (
+                "Run one bash command in a fresh shell that starts in the working directory, and get its "
+                "exit code and output. Nothing but files persists between calls. No input, no terminal."
+            ),
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string", "description": "The command to run."}},
+                "required": ["command"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    FILE_TOOL_SCHEMA,
+    {
+        "type": "function",
+        "function": {
+            "name": SUBMIT_TOOL,
+            "description": "Finish: your work is checked as it is now and you get no further turns.",
+            "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+        },
+    },
+)
+
+_SCHEMAS = {tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOLS}
+#: JSON schema type -> (Python type, how an error names it)
+_JSON_TYPES: dict[str, tuple[type, str]] = {
+    "string": (str, "a string"), "integer": (int, "an integer"), "boolean": (bool, "a boolean"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAgentConfig:
+    """How the tool agent talks to its model. Templates are Jinja2 sources (StrictUndefined).
+
+    Template variables: system and format error ``bash_tool``, ``file_tool``, ``submit_tool`` (and
+    ``cut_off`` for the format error); instance ``instruction``, ``workdir``, ``timeout_s``, ``task``;
+    bash output ``output``, ``exit_code``, ``timed_out``, ``timeout_s``, ``duration_s``; call error
+    ``error``, ``cut_off``.
+    """
+
+    system_template: str = field(default_factory=lambda: default_template("tool_system.j2"))
+    instance_template: str = field(default_factory=lambda: default_template("tool_instance.j2"))
+    bash_output_template: str = field(default_factory=lambda: default_template("tool_bash_output.j2"))
+    call_error_template: str = field(default_factory=lambda: default_template("tool_call_error.j2"))
+    format_error_template: str = field(default_factory=lambda: default_template("tool_format_error.j2"))
+    #: A tool result beyond this many characters is cut in the middle.
+    max_output_chars: int = 10_000
+    #: Files larger than this the file tool refuses to load (the model is pointed to bash instead).
+    max_file_bytes: int = 1_000_000
+    #: Replies in a row with no usable tool call after which the agent gives up (and the episode is verified).
+    max_format_errors: int = 3
+    #: LLM calls after which the agent stops by itself; None leaves limits to the environment.
+    step_limit: int | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    model: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_output_chars", "max_file_bytes", "max_format_errors"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.step_limit is not None and self.step_limit < 1:
+            raise ValueError(f"step_limit must be None or at least 1, got {self.step_limit}")
+        for source in (
+            self.system_template,
+            self.instance_template,
+            self.bash_output_template,
+            self.call_error_template,
+            self.format_error_template,
+        ):
+            compile_template(source)  # a template syntax error surfaces here, not mid-episode
+
+
+class ToolAgent:
+    """Drives one sandbox for one task through tool calls. ``exit_status`` says why ``run`` returned.
+
+    ``state()`` / ``load_state()`` work as the bash agent's: the conversation and counters between two
+    LLM calls, JSON-serializable; a loaded agent re-issues the same pending request first.
+    """
+
+    STATE_VERSION = 1
+
+    def __init__(self, sandbox: Sandbox, llm: LLMClient, task: Task, config: ToolAgentConfig) -> None:
+        self.sandbox = sandbox
+        self.llm = llm
+        self.task = task
+        self.config = config
+        self.exit_status: ExitStatus | None = None
+        self._messages: list[Message] | None = None
+        self._turn = 0
+        self._format_errors = 0
+        self._pending: LLMRequest | None = None
+        self._file_tool = FileTool(
+            sandbox, task.workdir, task.command_timeout_s, config.max_output_chars, config.max_file_bytes
+        )
+
+    def state(self) -> dict[str, Any]:
+        """The agent as it waits for its LLM: the pending request (its whole conversation) and counters."""
+        if self._pending is None:
+            raise AgentError("the tool agent has no pending LLM call: its state exists only between steps")
+        return {
+            "agent": "tool",
+            "version": self.STATE_VERSION,
+            "turn": self._turn,
+            "format_errors": self._format_errors,
+            "request": request_to_openai(self._pending),
+        }
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Resume from ``state()`` on the next ``run()`` (before it starts)."""
+        if state.get("agent") != "tool" or state.get("version") != self.STATE_VERSION:
+            raise AgentError(
+                f"not a tool agent state of version {self.STATE_VERSION}: "
+                f"agent={state.get('agent')!r} version={state.get('version')!r}"
+            )
+        self._messages = list(request_from_openai(state["request"]).messages)
+        self._turn = int(state["turn"])
+        self._format_errors = int(state["format_errors"])
+
+    async def run(self) -> None:
+        """Loop until submit, too many unusable replies or the step limit; LLM and sandbox errors raise."""
+        config, task = self.config, self.task
+        names = {"bash_tool": BASH_TOOL, "file_tool": FILE_TOOL, "submit_tool": SUBMIT_TOOL}
+        system_prompt = render(config.system_template, **names)
+        if self._messages is None:
+            instance = render(
+                config.instance_template,
+                instruction=task.instruction,
+                workdir=task.workdir,
+                timeout_s=task.command_timeout_s,
+                task=task,
+            )
+            self._messages = [user(instance)]
+        messages = self._messages
+        while config.step_limit is None or self._turn < config.step_limit:
+            request = LLMRequest(
+                messages=tuple(messages),
+                system_prompt=system_prompt,
+                tools=TOOLS,
+                sampling=config.sampling,
+                model=config.model,
+                metadata={"agent": "tool", "turn": self._turn},
+            )
+            self._pending = request
+            response = await self.llm(request)
+            self._pending = None
+            self._turn += 1
+            # Text and calls as they came; a reply with neither keeps "" so turns still alternate.
+            reply = response.message()
+            messages.append(reply if reply.content is not None or reply.tool_calls else assistant(""))
+            cut_off = response.finish_reason == "length"
+            usable = False
+            for call in response.tool_calls:
+                try:
+                    name, args = parse_call(call)
+                except ToolCallError as error:
+                    messages.append(self._tool_message(call, self._call_error(error, cut_off)))
+                    continue
+                usable = True
+                if name == SUBMIT_TOOL:
+                    self.exit_status = "submitted"
+                    return
+                messages.append(self._tool_message(call, await self._run_tool(name, args)))
+            if usable:
+                self._format_errors = 0
+                continue
+            self._format_errors += 1
+            if self._format_errors >= config.max_format_errors:
+                logger.warning(
+                    "tool agent gave up after %d replies with no usable tool call", self._format_errors
+                )
+                self.exit_status = "format_errors"
+                return
+            if not response.tool_calls:
+                messages.append(user(render(config.format_error_template, cut_off=cut_off, **names)))
+        self.exit_status = "step_limit"
+
+    async def _run_tool(self, name: str, args: Mapping[str, Any]) -> str:
+        if name == FILE_TOOL:
+            try:
+                return await self._file_tool(args)
+            except ToolCallError as error:
+                return self._call_error(error, cut_off=False)
+        task = self.task
+        result = await self.sandbox.exec(args["command"], cwd=task.workdir, timeout_s=task.command_timeout_s)
+        return render(
+            self.config.bash_output_template,
+            output=command_output(result, task.resources, self.config.max_output_chars),
+            exit_code=result.exit_code,
+            timed_out=result.timed_out,
+            timeout_s=task.command_timeout_s,
+            duration_s=result.duration_s,
+        )
+
+    def _call_error(self, error: ToolCallError, cut_off: bool) -> str:
+        return render(self.config.call_error_template, error=str(error), cut_off=cut_off)
+
+    @staticmethod
+    def _tool_message(call: ToolCall, content: str) -> Message:
+        return Message("tool", content, tool_call_id=call.id)
+
+
+def parse_call(call: ToolCall) -> tuple[str, dict[str, Any]]:
+    """The call's tool and arguments, checked against its schema (``ToolCallError`` if they do not fit)."""
+    schema = _SCHEMAS.get(call.name)
+    if schema is None:
+        raise ToolCallError(f"there is no tool named {call.name!r}; the tools are {', '.join(_SCHEMAS)}")
+    try:
+        args = json.loads(call.arguments) if call.arguments.strip() else {}
+    except json.JSONDecodeError as error:
+        raise ToolCallError(f"the arguments of this {call.name} call are not valid JSON ({error})") from None
+    if not isinstance(args, dict):
+        raise ToolCallError(
+            f"the arguments of a {call.name} call must be a JSON object, not {type(args).__name__}"
+        )
+    properties: Mapping[str, Any] = schema["properties"]
+    unknown = sorted(set(args) - set(properties))
+    if unknown:
+        allowed = ", ".join(properties) or "none"
+        raise ToolCallError(f"{call.name} has no argument {', '.join(unknown)} (its arguments: {allowed})")
+    missing = [name for name in schema.get("required", ()) if name not in args]
+    if missing:
+        raise ToolCallError(f"{call.name} needs the argument {', '.join(missing)}")
+    for name, value in args.items():
+        spec = properties[name]
+        expected, described = _JSON_TYPES[spec["type"]]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise ToolCallError(
+                f"{call.name}'s argument {name} must be {described}, got {json.dumps(value)[:80]}"
+            )
+        if "enum" in spec and value not in spec["enum"]:
+            raise ToolCallError(
+                f"{call.name}'s argument {name} must be one of {', '.join(spec['enum'])}, not {value!r}"
+            )
+    return call.name, args
+
+
+class ToolActionFormat:
+    """Speaks the tool agent's language for scripted policies (oracle, null, replay).
+
+    Call ids are derived from the call, so the same action is always the same response.
+    """
+
+    def command(self, command: str) -> LLMResponse:
+        """A reply with one ``bash`` call running ``command``."""
+        return self.call(BASH_TOOL, {"command": command})
+
+    def submit(self) -> LLMResponse:
+        return self.call(SUBMIT_TOOL, {})
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> LLMResponse:
+        """A reply with one call of tool ``name``."""
+        return tool_calls_response(tool_call(name, arguments))
+
+
+def tool_call(name: str, arguments: Mapping[str, Any], call_id: str | None = None) -> ToolCall:
+    """A call of tool ``name``; the id defaults to one derived from the call itself."""
+    text = json.dumps(dict(arguments))
+    if call_id is None:
+        call_id = "call_" + hashlib.sha256(f"{name}\0{text}".encode()).hexdigest()[:16]
+    return ToolCall(id=call_id, name=name, arguments=text)
+
+
+def tool_calls_response(*calls: ToolCall, content: str | None = None) -> LLMResponse:
+    """A reply made of ``calls`` (parallel calls when there are several)."""
+    return LLMResponse(content=content, tool_calls=calls, finish_reason="tool_calls")
+
+
+class ToolAgentFactory:
+    """Builds one ToolAgent per episode, all sharing one config."""
+
+    def __init__(self, config: ToolAgentConfig | None = None) -> None:
+        self.config = config if config is not None else ToolAgentConfig()
+        self.action_format: ToolActionFormat = ToolActionFormat()
+
+    def __call__(self, *, sandbox: Sandbox, llm: LLMClient, task: Task) -> ToolAgent:
+        return ToolAgent(sandbox, llm, task, self.config)
