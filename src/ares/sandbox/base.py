@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import socket
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -150,6 +151,26 @@ class Sandbox(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@runtime_checkable
+class LoopbackListener(Protocol):
+    """A sandbox whose loopback the host can serve: how an agent inside reaches one host service
+    (the LLM proxy) while its network namespace stays isolated (no route, forwarder or unix socket).
+
+    Backends that run the sandbox's namespaces on this host implement it; a remote engine raises
+    SandboxUnavailableError, and cloud backends do not implement it.
+    """
+
+    async def listen_loopback(self, port: int = 0) -> socket.socket:
+        """A listening, non-blocking TCP socket bound to 127.0.0.1:``port`` in the sandbox's network
+        namespace, owned by the host (``port=0``: a free one; read it with ``getsockname()``).
+
+        Only processes inside the sandbox can connect; the host serves it (``asyncio.start_server``
+        / ``loop.create_server(sock=...)``). The caller closes it; once the sandbox stops (or restarts
+        its namespaces) it accepts nothing more. Raises SandboxError when the sandbox is not running
+        or the port is taken inside it."""
+        ...
 
 
 #: Sandbox operations traced as spans ``sandbox.<op>``, and at which level: commands are many per

@@ -19,6 +19,7 @@ import posixpath
 import secrets
 import shlex
 import shutil
+import socket
 import tarfile
 import threading
 import time
@@ -33,7 +34,7 @@ import requests.exceptions
 
 from ares.errors import SandboxCrashedError, SandboxError
 from ares.sandbox.base import ExecResult, FileMap, SandboxSpec, StartStopContext
-from ares.sandbox.docker import janitor
+from ares.sandbox.docker import janitor, loopback
 from ares.sandbox.docker.client import api_message, run_blocking
 from ares.sandbox.docker.containers import create_container
 from ares.sandbox.docker.engine import DockerEngine, default_engine
@@ -237,6 +238,15 @@ class DockerSandbox(StartStopContext):
                     log.warning("could not remove temporary image %s: %s", image[:19], api_message(exc))
                 else:
                     janitor.untrack_image(image)
+
+    async def listen_loopback(self, port: int = 0) -> socket.socket:
+        """A host-owned TCP socket listening on 127.0.0.1:``port`` in the container's network namespace
+        (see ``LoopbackListener``); SandboxUnavailableError unless the engine runs on this host."""
+        container = self._require_running()
+        loopback.check_local_engine(self._engine.base_url)
+        assert self._client is not None
+        info = await self._api("inspect the sandbox container", self._client.api.inspect_container, container)
+        return await loopback.listen(container, info, port)
 
     async def snapshot(self) -> FilesystemSnapshot:
         """Freeze this sandbox's files as a snapshot; the sandbox goes on running, its processes too.

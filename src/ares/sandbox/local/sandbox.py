@@ -39,7 +39,7 @@ from ares.sandbox.base import (
 )
 from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.images.config import ImageConfig
-from ares.sandbox.local import diff, janitor, layers, limits, seccomp, userns, workspace, zygote
+from ares.sandbox.local import diff, janitor, layers, limits, loopback, seccomp, userns, workspace, zygote
 from ares.sandbox.local import snapshot as local_snapshot
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
 from ares.sandbox.local.rootfs import RootfsPlan
@@ -759,6 +759,31 @@ class LocalSandbox(StartStopContext):
             except (BrokenPipeError, ConnectionResetError) as exc:
                 await self._mark_crashed("the sandbox init process is gone")
                 raise SandboxCrashedError(self._crashed) from exc
+
+    # ------------------------------------------------------------------ host services
+    async def listen_loopback(self, port: int = 0) -> socket.socket:
+        """A host-owned TCP socket listening on 127.0.0.1:``port`` in this sandbox's network namespace
+        (see ``LoopbackListener`` and ``loopback.py``). A snapshot restarts the sandbox's namespaces:
+        listen again after one."""
+        loopback.check_port(port)
+        if self._snapshotting:
+            raise SandboxError(
+                "cannot listen: the sandbox is being snapshotted; listen after snapshot() returns"
+            )
+        if self._ctl is None or self._proc is None:
+            raise SandboxError(
+                f"cannot listen: {self._crashed or 'the sandbox is not running; call start() first'}"
+            )
+        # The outer init shares pid 1's namespaces and, unlike pid 1, stays dumpable when ARES is
+        # unprivileged. It outlives pid 1, whose control socket is still open after the open: so
+        # the pid named the init, not a recycled pid.
+        net = loopback.open_net_namespace(self._proc.pid)
+        try:
+            if not self._init_alive():
+                raise SandboxError(f"cannot listen: {self._crashed or 'the sandbox init is gone'}")
+            return await loopback.listen_in(net, port)
+        finally:
+            os.close(net)
 
     # ------------------------------------------------------------------ files
     async def upload(self, src: Path | FileMap, dest: str) -> None:
