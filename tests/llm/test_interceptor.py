@@ -210,3 +210,18 @@ async def test_an_agent_stopped_by_the_environment_leaves_no_unretrieved_error()
     finally:
         loop.set_exception_handler(previous)
     assert not [c for c in reported if isinstance(c.get("exception"), AgentFinished)]
+
+
+async def test_a_call_cancelled_before_its_request_was_read_does_not_shadow_the_next_one() -> None:
+    """An HTTP caller that gives up (proxy timeout) withdraws its request; the next one is observed."""
+    client = InterceptedLLMClient()
+    gave_up = asyncio.ensure_future(client(ask("stale")))
+    await asyncio.sleep(0)
+    gave_up.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gave_up
+    fresh = asyncio.ensure_future(client(ask("fresh")))
+    request = await client.next_request()
+    assert request.messages[0].text == "fresh"
+    client.respond(text_response("ok"))
+    assert (await fresh).content == "ok"

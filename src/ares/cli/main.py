@@ -34,7 +34,7 @@ from ares.cli.trace import app as trace_app
 from ares.cli.view import view
 from ares.core.status import EpisodeStatus
 from ares.errors import AresError, SandboxUnavailableError
-from ares.policies import POLICY_NAMES, make_policy
+from ares.policies import API_POLICIES, POLICY_NAMES, make_policy
 from ares.records.collectors import JsonDirCollector
 from ares.registry import get_preset, list_presets, make
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, EpisodeResult, RunSummary, run_episodes
@@ -106,25 +106,25 @@ def run(
     script: Annotated[
         Path | None, typer.Option("--script", help="JSONL responses (scripted policy).")
     ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name (openai policy).")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL (openai policy).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name (API policies).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL (API policies).")] = None,
     api_key_env: Annotated[
         str | None,
         typer.Option(
             "--api-key-env",
             metavar="NAME",
-            help="openai policy: read the API key from $NAME (default OPENAI_API_KEY).",
+            help="API policies: read the API key from $NAME (default OPENAI_API_KEY or ANTHROPIC_API_KEY).",
         ),
     ] = None,
     max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="openai policy: max tokens per answer.")
+        int | None, typer.Option("--max-tokens", min=1, help="API policies: max tokens per answer.")
     ] = None,
     temperature: Annotated[
-        float | None, typer.Option("--temperature", min=0.0, help="openai policy: sampling temperature.")
+        float | None, typer.Option("--temperature", min=0.0, help="API policies: sampling temperature.")
     ] = None,
     timeout: Annotated[
         float | None,
-        typer.Option("--timeout", min=0.001, help="openai policy: seconds per HTTP request (default 600)."),
+        typer.Option("--timeout", min=0.001, help="API policies: seconds per HTTP request (default 600)."),
     ] = None,
     policy_timeout: Annotated[
         float | None,
@@ -219,7 +219,7 @@ def run(
     except TrackingError as exc:
         raise fail(str(exc)) from None
     policy_options: dict[str, Any] = {"script": script} if script is not None else {}
-    if policy == "openai":
+    if policy in API_POLICIES:
         names = {"model": model, "base_url": base_url, "api_key_env": api_key_env}
         names |= {"max_tokens": max_tokens, "temperature": temperature, "timeout_s": timeout}
         policy_options = {k: v for k, v in names.items() if v is not None}
@@ -230,7 +230,7 @@ def run(
         sandbox_factory = make_sandbox_factory(sandbox)
     except AresError as exc:
         raise fail(str(exc)) from None
-    if policy == "openai":
+    if policy in API_POLICIES:
         _check_server(policy_factory.client.base_url)  # type: ignore[attr-defined]
     _check_engine(sandbox, sandbox_factory)
     task_count = len(env.tasks)
@@ -317,7 +317,8 @@ def _check_options(
         if value is not None and name not in spec.options:
             flag = "--" + name.replace("_", "-")
             owners = [p.name for p in list_presets() if name in p.options]
-            raise fail(f"{flag} applies to the {' or '.join(owners)} preset only, not {preset!r}")
+            which = f"the {owners[0]} preset" if len(owners) == 1 else f"the presets {', '.join(owners)}"
+            raise fail(f"{flag} applies to {which} only, not {preset!r}")
     mode = preset_options.get("verifier_mode")
     if mode is not None and mode not in VERIFIER_MODES:
         raise fail(f"--verifier-mode must be one of: {', '.join(VERIFIER_MODES)}; got {mode!r}")
@@ -331,8 +332,10 @@ def _check_options(
     if policy == "scripted" and script is None:
         raise fail("--policy scripted needs --script FILE.jsonl (one response per line)")
     given = [flag for flag, value in openai_options.items() if value is not None]
-    if given and policy != "openai":
-        raise fail(f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to --policy openai only")
+    if given and policy not in API_POLICIES:
+        verb = "applies" if len(given) == 1 else "apply"
+        others = ", ".join(API_POLICIES[1:])
+        raise fail(f"{', '.join(given)} {verb} to --policy openai only (and the SDK policies {others})")
     if trace not in TRACE_LEVELS:
         raise fail(f"--trace must be one of: {', '.join(TRACE_LEVELS)}; got {trace!r}")
     env_name = openai_options.get("--api-key-env")

@@ -54,6 +54,12 @@ class InterceptedLLMClient:
             return await response_waiter
         finally:
             self._response_waiter = None
+            waiter = self._request_waiter
+            unread = waiter.done() and not waiter.cancelled() and waiter.exception() is None
+            if unread and waiter.result() is request:
+                # Cancelled before the environment read it: withdraw the request, or it would
+                # shadow the next call's and the policy would answer a stale observation.
+                self._request_waiter = self._loop.create_future()
 
     def watch(self, agent_task: asyncio.Future[object]) -> None:
         """Make ``next_request`` raise AgentFinished once ``agent_task`` ends (registered once)."""

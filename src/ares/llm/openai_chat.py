@@ -22,20 +22,34 @@ as None, because clients with strict schemas reject ``null`` there.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from functools import partial
 from typing import Any, cast, get_args
 
 from ares.errors import LLMError, MalformedResponseError
+from ares.llm._wire import (
+    COST_KEY,
+    METADATA_KEY,
+    PROMPT_TOKEN_IDS_KEY,
+    Bad,
+    Json,
+    check,
+    listed,
+    merge,
+    obj,
+    opt_id,
+    opt_int,
+    opt_ints,
+    opt_num,
+    opt_str,
+    residual,
+    seq,
+    some,
+)
+from ares.llm._wire import strip_extensions as strip_extensions  # re-exported: part of this API
 from ares.llm.types import LLMRequest, LLMResponse, Message, Role, SamplingParams, ToolCall, Usage
 
-Json = dict[str, Any]
-
-PROMPT_TOKEN_IDS_KEY = "ares_prompt_token_ids"
-METADATA_KEY = "ares_metadata"
 NO_SYSTEM_PROMPT_KEY = "ares_no_system_prompt"
-COST_KEY = "ares_cost"
 TOKEN_IDS_KEY = "token_ids"
 CHOICE_EXTRA_KEY = "ares_choice"
 MESSAGE_EXTRA_KEY = "ares_message"
@@ -54,91 +68,8 @@ _SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "seed")
 _ROLES = frozenset(get_args(Role))
 
 
-class _Bad(Exception):
-    """A wire value has the wrong shape; the message names the offending path."""
-
-
-def strip_extensions(body: Mapping[str, Any]) -> Json:
-    """The request body without ARES extension keys, which strict providers reject."""
-    return {k: v for k, v in body.items() if not k.startswith("ares_")}
-
-
-# --- shape checks -----------------------------------------------------------------------------
-
-# fmt: off
-_KINDS: Mapping[str, tuple[type, ...]] = {
-    "a boolean": (bool,), "a string": (str,), "an integer": (int,), "a number": (int, float),
-    "an array": (list, tuple), "an object": (Mapping,),
-}
-# fmt: on
-
-
-def _kind(v: object) -> str:
-    return "null" if v is None else next((n for n, t in _KINDS.items() if isinstance(v, t)), type(v).__name__)
-
-
-def _check(v: object, where: str = "value", what: str = "a string", *, null: bool = False) -> Any:
-    """``v`` if it is JSON ``what`` (or null when allowed); booleans are not numbers here."""
-    if (v is None and null) or (isinstance(v, _KINDS[what]) and (what == "a boolean") == isinstance(v, bool)):
-        return v
-    raise _Bad(f"{where} must be {what}{' or null' if null else ''}, got {_kind(v)}")
-
-
-def _obj(v: object, where: str) -> Mapping[str, Any]:
-    return cast(Mapping[str, Any], _check(v, where, "an object"))
-
-
-def _seq(v: object, where: str) -> Sequence[Any]:
-    return cast(Sequence[Any], _check(v, where, "an array"))
-
-
-_opt_str = partial(_check, what="a string", null=True)
-_opt_int = partial(_check, what="an integer", null=True)
-_opt_num = partial(_check, what="a number", null=True)
-
-
-def _opt_ints(v: object, where: str = "value") -> tuple[int, ...] | None:
-    if v is None:
-        return None
-    return tuple(_check(x, f"{where}[{i}]", "an integer") for i, x in enumerate(_seq(v, where)))
-
-
-def _listed(v: Sequence[Any] | None) -> list[Any] | None:
-    return None if v is None else list(v)
-
-
-def _some(fields: Json) -> Json:
-    """``fields`` without the None values: defaults are left off the wire."""
-    return {k: v for k, v in fields.items() if v is not None}
-
-
-# --- the lossless machinery -------------------------------------------------------------------
-
-
-def _residual(original: Mapping[str, Any], rendered: Mapping[str, Any], skip: str = "") -> Json:
-    """Keys of ``original`` that rendering the parsed fields would not reproduce."""
-    return {k: v for k, v in original.items() if k != skip and (k not in rendered or rendered[k] != v)}
-
-
 def _merge(extra: Mapping[str, Any], rendered: Json) -> Json:
-    """``rendered`` over ``extra``, except where ``extra`` spells the same value its own way.
-
-    Keys without a parser are wire defaults (``index: 0``...): an ``extra`` value always wins.
-    """
-    out = {}
-    for key, value in rendered.items():
-        parse = _PARSERS.get(key)
-        keep = key in extra and (parse is None or _parses_equal(parse, extra[key], value))
-        out[key] = extra[key] if keep else value
-    out.update((k, v) for k, v in extra.items() if k not in out)
-    return out
-
-
-def _parses_equal(parse: Callable[[Any], Any], wire: object, rendered: object) -> bool:
-    try:
-        return bool(parse(wire) == parse(rendered))
-    except _Bad:
-        return False
+    return merge(extra, rendered, _PARSERS)
 
 
 # --- messages and tool calls ------------------------------------------------------------------
@@ -147,21 +78,21 @@ def _parses_equal(parse: Callable[[Any], Any], wire: object, rendered: object) -
 def _content(v: object, where: str = "content") -> str | tuple[Mapping[str, Any], ...] | None:
     if v is None or isinstance(v, str):
         return v
-    return tuple(dict(_obj(p, f"{where}[{i}]")) for i, p in enumerate(_seq(v, where)))
+    return tuple(dict(obj(p, f"{where}[{i}]")) for i, p in enumerate(seq(v, where)))
 
 
 def _tool_calls(v: object, where: str = "tool_calls") -> tuple[ToolCall, ...]:
     calls = []
-    for i, raw in enumerate(() if v is None else _seq(v, where)):
+    for i, raw in enumerate(() if v is None else seq(v, where)):
         at = f"{where}[{i}]"
-        call = _obj(raw, at)
-        fn = _obj(call.get("function"), f"{at}.function")
+        call = obj(raw, at)
+        fn = obj(call.get("function"), f"{at}.function")
         calls.append(
             ToolCall(
-                id=_check(call.get("id"), f"{at}.id", "a string"),
-                name=_check(fn.get("name"), f"{at}.function.name", "a string"),
-                arguments=_check(fn.get("arguments"), f"{at}.function.arguments", "a string"),
-                type=_check(call.get("type", "function"), f"{at}.type", "a string"),
+                id=check(call.get("id"), f"{at}.id", "a string"),
+                name=check(fn.get("name"), f"{at}.function.name", "a string"),
+                arguments=check(fn.get("arguments"), f"{at}.function.arguments", "a string"),
+                type=check(call.get("type", "function"), f"{at}.type", "a string"),
             )
         )
     return tuple(calls)
@@ -177,7 +108,7 @@ def _tool_calls_wire(calls: tuple[ToolCall, ...]) -> list[Json] | None:
 def _message_fields(m: Message) -> Json:
     content = m.content if m.content is None or isinstance(m.content, str) else [dict(p) for p in m.content]
     fields = {"role": m.role, "content": content, "tool_calls": _tool_calls_wire(m.tool_calls)}
-    return _some({**fields, "tool_call_id": m.tool_call_id, "name": m.name})
+    return some({**fields, "tool_call_id": m.tool_call_id, "name": m.name})
 
 
 def message_to_openai(m: Message) -> Json:
@@ -186,17 +117,17 @@ def message_to_openai(m: Message) -> Json:
 
 
 def _message(raw: object, where: str) -> Message:
-    m = _obj(raw, where)
+    m = obj(raw, where)
     if (role := m.get("role")) not in _ROLES:
-        raise _Bad(f"{where}.role must be one of {sorted(_ROLES)}, got {role!r}")
+        raise Bad(f"{where}.role must be one of {sorted(_ROLES)}, got {role!r}")
     msg = Message(
         role=cast(Role, role),
         content=_content(m.get("content"), f"{where}.content"),
         tool_calls=_tool_calls(m.get("tool_calls"), f"{where}.tool_calls"),
-        tool_call_id=_opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
-        name=_opt_str(m.get("name"), f"{where}.name"),
+        tool_call_id=opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
+        name=opt_str(m.get("name"), f"{where}.name"),
     )
-    extra = _residual(m, _message_fields(msg))
+    extra = residual(m, _message_fields(msg))
     return replace(msg, extra=extra) if extra else msg
 
 
@@ -212,19 +143,19 @@ def _is_plain_system(m: Message) -> bool:
 def _stop(v: object, where: str = "stop") -> tuple[str, ...] | None:
     if v is None or isinstance(v, str):
         return None if v is None else (v,)
-    return tuple(_check(x, f"{where}[{i}]", "a string") for i, x in enumerate(_seq(v, where)))
+    return tuple(check(x, f"{where}[{i}]", "a string") for i, x in enumerate(seq(v, where)))
 
 
 def _tools(v: object, where: str = "tools") -> tuple[Mapping[str, Any], ...]:
-    return () if v is None else tuple(dict(_obj(t, f"{where}[{i}]")) for i, t in enumerate(_seq(v, where)))
+    return () if v is None else tuple(dict(obj(t, f"{where}[{i}]")) for i, t in enumerate(seq(v, where)))
 
 
 def _metadata(v: object, where: str = METADATA_KEY) -> Mapping[str, Any]:
-    return {} if v is None else dict(_obj(v, where))
+    return {} if v is None else dict(obj(v, where))
 
 
 def _flag(v: object, where: str = NO_SYSTEM_PROMPT_KEY) -> bool:
-    return bool(_check(v, where, "a boolean", null=True))
+    return bool(check(v, where, "a boolean", null=True))
 
 
 def _request_fields(req: LLMRequest, render: Callable[[Message], Json] | None = None) -> Json:
@@ -232,12 +163,12 @@ def _request_fields(req: LLMRequest, render: Callable[[Message], Json] | None = 
     ambiguous = req.system_prompt is None and bool(req.messages) and _is_plain_system(req.messages[0])
     messages = [*head, *map(render or message_to_openai, req.messages)]
     fields: Json = {"messages": messages, "model": req.model}
-    fields.update({k: getattr(req.sampling, k) for k in _SAMPLING_FIELDS}, stop=_listed(req.sampling.stop))
+    fields.update({k: getattr(req.sampling, k) for k in _SAMPLING_FIELDS}, stop=listed(req.sampling.stop))
     fields.update({"tools": [dict(t) for t in req.tools] or None, METADATA_KEY: dict(req.metadata) or None})
     fields.update(
-        {PROMPT_TOKEN_IDS_KEY: _listed(req.prompt_token_ids), NO_SYSTEM_PROMPT_KEY: ambiguous or None}
+        {PROMPT_TOKEN_IDS_KEY: listed(req.prompt_token_ids), NO_SYSTEM_PROMPT_KEY: ambiguous or None}
     )
-    return _some(fields)
+    return some(fields)
 
 
 def request_to_openai(req: LLMRequest, *, render_message: Callable[[Message], Json] | None = None) -> Json:
@@ -253,13 +184,13 @@ def request_from_openai(body: Mapping[str, Any]) -> LLMRequest:
     """The LLMRequest a chat completion body stands for; raises ``LLMError`` if it is malformed."""
     try:
         return _request(body)
-    except _Bad as e:
+    except Bad as e:
         raise LLMError(f"malformed OpenAI chat completion request: {e}") from None
 
 
 def _request(body: Mapping[str, Any]) -> LLMRequest:
-    b = _obj(body, "the body")
-    msgs = [_message(m, f"messages[{i}]") for i, m in enumerate(_seq(b.get("messages"), "messages"))]
+    b = obj(body, "the body")
+    msgs = [_message(m, f"messages[{i}]") for i, m in enumerate(seq(b.get("messages"), "messages"))]
     system_prompt = None
     if msgs and not _flag(b.get(NO_SYSTEM_PROMPT_KEY)) and _is_plain_system(msgs[0]):
         system_prompt, msgs = cast(str, msgs[0].content), msgs[1:]
@@ -268,11 +199,11 @@ def _request(body: Mapping[str, Any]) -> LLMRequest:
         system_prompt=system_prompt,
         tools=_tools(b.get("tools")),
         sampling=SamplingParams(**{k: _PARSERS[k](b.get(k), k) for k in (*_SAMPLING_FIELDS, "stop")}),
-        model=_opt_str(b.get("model"), "model"),
-        prompt_token_ids=_opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
+        model=opt_str(b.get("model"), "model"),
+        prompt_token_ids=opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
         metadata=_metadata(b.get(METADATA_KEY)),
     )
-    rest = _residual(b, _request_fields(req), skip="messages")
+    rest = residual(b, _request_fields(req), skip="messages")
     if sampling_extra := {k: v for k, v in rest.items() if k in SAMPLING_KEYS}:
         req = replace(req, sampling=replace(req.sampling, extra=sampling_extra))
     extra = {k: v for k, v in rest.items() if k not in SAMPLING_KEYS}
@@ -283,13 +214,13 @@ def _request(body: Mapping[str, Any]) -> LLMRequest:
 
 
 def _logprobs(v: object, where: str = "logprobs") -> tuple[float, ...] | None:
-    content = None if v is None else _obj(v, where).get("content")
+    content = None if v is None else obj(v, where).get("content")
     if content is None:
         return None
-    entries = enumerate(_seq(content, f"{where}.content"))
+    entries = enumerate(seq(content, f"{where}.content"))
     at = f"{where}.content"
     return tuple(
-        _check(_obj(e, f"{at}[{i}]").get("logprob"), f"{at}[{i}].logprob", "a number") for i, e in entries
+        check(obj(e, f"{at}[{i}]").get("logprob"), f"{at}[{i}].logprob", "a number") for i, e in entries
     )
 
 
@@ -303,12 +234,12 @@ def _logprobs_wire(logprobs: tuple[float, ...] | None) -> Json | None:
 def _usage(v: object, where: str = "usage") -> Usage | None:
     if v is None:
         return None
-    u = _obj(v, where)
+    u = obj(v, where)
     usage = Usage(
-        prompt_tokens=_opt_int(u.get("prompt_tokens"), f"{where}.prompt_tokens") or 0,
-        completion_tokens=_opt_int(u.get("completion_tokens"), f"{where}.completion_tokens") or 0,
+        prompt_tokens=opt_int(u.get("prompt_tokens"), f"{where}.prompt_tokens") or 0,
+        completion_tokens=opt_int(u.get("completion_tokens"), f"{where}.completion_tokens") or 0,
     )
-    extra = _residual(u, _usage_fields(usage))
+    extra = residual(u, _usage_fields(usage))
     return replace(usage, extra=extra) if extra else usage
 
 
@@ -322,8 +253,7 @@ def usage_to_openai(u: Usage) -> Json:
     return _merge(u.extra, _usage_fields(u))
 
 
-def _id(v: object, where: str = "id") -> str | None:
-    return _opt_str(v, where) or None
+_id = opt_id
 
 
 def _response_fields(r: LLMResponse) -> tuple[Json, Json, Json]:
@@ -331,24 +261,24 @@ def _response_fields(r: LLMResponse) -> tuple[Json, Json, Json]:
     message = {
         "role": "assistant",
         "content": r.content,
-        **_some({"tool_calls": _tool_calls_wire(r.tool_calls)}),
+        **some({"tool_calls": _tool_calls_wire(r.tool_calls)}),
     }
     choice = {"index": 0, "message": message, "logprobs": _logprobs_wire(r.logprobs)}
-    choice.update(finish_reason=r.finish_reason, **_some({TOKEN_IDS_KEY: _listed(r.token_ids)}))
+    choice.update(finish_reason=r.finish_reason, **some({TOKEN_IDS_KEY: listed(r.token_ids)}))
     top = {"id": r.id or "", "object": "chat.completion", "created": 0, "model": r.model or "", "choices": []}
     usage = None if r.usage is None else usage_to_openai(r.usage)
-    return {**top, **_some({"usage": usage, COST_KEY: r.cost})}, choice, message
+    return {**top, **some({"usage": usage, COST_KEY: r.cost})}, choice, message
 
 
 #: How to read each modelled wire key, to tell a re-spelling kept in ``extra`` from a stale value.
 # fmt: off
 _PARSERS: Mapping[str, Callable[[Any], Any]] = {
-    "model": _id, "tools": _tools, "temperature": _opt_num, "top_p": _opt_num, "max_tokens": _opt_int,
-    "seed": _opt_int, "stop": _stop, PROMPT_TOKEN_IDS_KEY: _opt_ints, METADATA_KEY: _metadata,
-    NO_SYSTEM_PROMPT_KEY: _flag, "content": _content, "tool_calls": _tool_calls, "tool_call_id": _opt_str,
-    "name": _opt_str, "id": _id, "usage": _usage, COST_KEY: _opt_num, "logprobs": _logprobs,
-    "finish_reason": _opt_str, TOKEN_IDS_KEY: _opt_ints, "prompt_tokens": _opt_int,
-    "completion_tokens": _opt_int,
+    "model": _id, "tools": _tools, "temperature": opt_num, "top_p": opt_num, "max_tokens": opt_int,
+    "seed": opt_int, "stop": _stop, PROMPT_TOKEN_IDS_KEY: opt_ints, METADATA_KEY: _metadata,
+    NO_SYSTEM_PROMPT_KEY: _flag, "content": _content, "tool_calls": _tool_calls, "tool_call_id": opt_str,
+    "name": opt_str, "id": _id, "usage": _usage, COST_KEY: opt_num, "logprobs": _logprobs,
+    "finish_reason": opt_str, TOKEN_IDS_KEY: opt_ints, "prompt_tokens": opt_int,
+    "completion_tokens": opt_int,
 }
 # fmt: on
 
@@ -366,35 +296,35 @@ def response_from_openai(body: object) -> LLMResponse:
     """The first choice of a ``chat.completion`` body; raises ``MalformedResponseError`` if malformed."""
     try:
         return _response(body)
-    except _Bad as e:
+    except Bad as e:
         raise MalformedResponseError(f"malformed OpenAI chat completion response: {e}") from None
 
 
 def _response(body: object) -> LLMResponse:
-    b = _obj(body, "the body")
+    b = obj(body, "the body")
     if "choices" not in b and "error" in b:
-        raise _Bad(f"the body is an error object, not a completion: {str(b['error'])[:300]}")
-    choices = _seq(b.get("choices"), "choices")
+        raise Bad(f"the body is an error object, not a completion: {str(b['error'])[:300]}")
+    choices = seq(b.get("choices"), "choices")
     if not choices:
-        raise _Bad("choices is empty; expected at least one choice")
-    c = _obj(choices[0], "choices[0]")
-    m = _obj(c.get("message"), "choices[0].message")
+        raise Bad("choices is empty; expected at least one choice")
+    c = obj(choices[0], "choices[0]")
+    m = obj(c.get("message"), "choices[0].message")
     resp = LLMResponse(
-        content=_opt_str(m.get("content"), "choices[0].message.content"),
+        content=opt_str(m.get("content"), "choices[0].message.content"),
         tool_calls=_tool_calls(m.get("tool_calls"), "choices[0].message.tool_calls"),
-        finish_reason=_opt_str(c.get("finish_reason"), "choices[0].finish_reason"),
+        finish_reason=opt_str(c.get("finish_reason"), "choices[0].finish_reason"),
         usage=_usage(b.get("usage")),
-        cost=_opt_num(b.get(COST_KEY), COST_KEY),
+        cost=opt_num(b.get(COST_KEY), COST_KEY),
         model=_id(b.get("model"), "model"),
         id=_id(b.get("id")),
-        token_ids=_opt_ints(c.get(TOKEN_IDS_KEY), f"choices[0].{TOKEN_IDS_KEY}"),
+        token_ids=opt_ints(c.get(TOKEN_IDS_KEY), f"choices[0].{TOKEN_IDS_KEY}"),
         logprobs=_logprobs(c.get("logprobs"), "choices[0].logprobs"),
     )
     top, choice, message = _response_fields(resp)
-    extra = _residual(b, top, skip="choices")
-    if choice_extra := _residual(c, choice, skip="message"):
+    extra = residual(b, top, skip="choices")
+    if choice_extra := residual(c, choice, skip="message"):
         extra[CHOICE_EXTRA_KEY] = choice_extra
-    if message_extra := _residual(m, message):
+    if message_extra := residual(m, message):
         extra[MESSAGE_EXTRA_KEY] = message_extra
     if len(choices) > 1:
         extra[MORE_CHOICES_KEY] = list(choices[1:])

@@ -1,0 +1,470 @@
+"""Lossless conversion between ARES LLM values and the Anthropic Messages API wire format.
+
+Same contract as :mod:`ares.llm.openai_chat`: wire values are plain JSON dicts, the conversions
+are exact inverses, and a wire key we do not model (or spell differently from our canonical
+rendering) is kept verbatim in the nearest ``extra`` and written back as it was.
+
+Requests (``POST /v1/messages``) read into the neutral shapes every dialect shares:
+
+- ``system`` is ``system_prompt``; a list of system blocks reads as their texts joined by a blank
+  line (the blocks, with their ``cache_control``, come back from ``extra``).
+- A user message's leading ``tool_result`` blocks are tool Messages (``tool_use_id`` is
+  ``tool_call_id``; ``is_error``, ``cache_control`` in ``extra``); its other blocks stay a user
+  Message whose content is the blocks, verbatim. Rendering puts consecutive tool Messages, and a
+  following user Message with block content, back into one user message.
+- An assistant message's ``tool_use`` blocks are ``tool_calls`` (``input`` as compact JSON text;
+  rendering requires a JSON object there), its text blocks joined are ``content``, its
+  ``thinking`` / ``redacted_thinking`` blocks are kept verbatim in ``extra["ares_reasoning"]``.
+- Tools: ``{"name", "description", "input_schema", ...}`` reads as the Chat shape
+  ``{"type": "function", "function": {"name", "description", "parameters", ...}}``; a typed
+  (server or client built-in) tool ``{"type": T, **rest}`` reads as ``{"type": T, T: rest}``.
+- ``stop_sequences`` is ``sampling.stop``; ``top_k`` and ``thinking`` go to ``sampling.extra``.
+
+Responses (a ``message`` object) read the same way as assistant messages. ``stop_reason`` maps to
+``finish_reason``: ``end_turn`` / ``stop_sequence`` -> ``stop``, ``max_tokens`` and
+``model_context_window_exceeded`` -> ``length``, ``tool_use`` -> ``tool_calls``, ``refusal`` ->
+``content_filter``; others (``pause_turn``) pass through. Usage: ``input_tokens`` (which excludes
+cached tokens, as on the wire) / ``output_tokens`` are ``prompt_tokens`` / ``completion_tokens``;
+``cache_*_input_tokens`` and the rest stay in ``Usage.extra``. A missing ``id``/``model`` is written
+as ``""`` and ``""`` reads back as None (the SDK requires strings there). ``reasoning_text`` reads
+the thinking text of a response.
+
+Reserved Message ``extra`` keys: ``ares_reasoning`` (above), ``ares_turn`` (keys of a user message
+whose first block is a tool result, on its first tool Message) and ``ares_new_turn`` (this tool or
+user Message starts a new wire message although it could join the previous one).
+
+ARES extension keys (``strip_extensions`` removes them): request ``ares_prompt_token_ids``,
+``ares_metadata`` (as in :mod:`ares.llm.openai_chat`); response ``ares_cost``, ``ares_token_ids``,
+``ares_logprobs`` (``LLMResponse.cost`` / ``token_ids`` / ``logprobs``: Anthropic has none),
+``ares_finish_reason`` (a finish reason ``stop_reason`` cannot express, e.g. ``stop`` with tool
+calls) and ``ares_no_usage: true`` (``usage`` is None; the wire ``usage`` is required, so zeros).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from ares.errors import LLMError, MalformedResponseError
+from ares.llm._wire import (
+    COST_KEY,
+    METADATA_KEY,
+    PROMPT_TOKEN_IDS_KEY,
+    Bad,
+    Json,
+    check,
+    flag,
+    listed,
+    merge,
+    obj,
+    objects,
+    opt_id,
+    opt_int,
+    opt_ints,
+    opt_num,
+    opt_nums,
+    opt_str,
+    opt_strs,
+    own,
+    residual,
+    seq,
+    some,
+)
+from ares.llm._wire import strip_extensions as strip_extensions  # re-exported: part of this API
+from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, ToolCall, Usage
+
+REASONING_KEY = "ares_reasoning"
+TURN_KEY = "ares_turn"
+NEW_TURN_KEY = "ares_new_turn"
+TOKEN_IDS_KEY = "ares_token_ids"
+LOGPROBS_KEY = "ares_logprobs"
+FINISH_REASON_KEY = "ares_finish_reason"
+NO_USAGE_KEY = "ares_no_usage"
+_RESERVED = frozenset({REASONING_KEY, TURN_KEY, NEW_TURN_KEY})
+
+#: Top-level request keys that are generation controls; unmodelled ones go to SamplingParams.extra.
+SAMPLING_KEYS = frozenset(
+    {"temperature", "top_p", "max_tokens", "stop_sequences", "seed", "top_k", "thinking"}
+)
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+SYSTEM_SEPARATOR = "\n\n"
+
+
+def reasoning_text(resp: LLMResponse) -> str | None:
+    """The text of a response's ``thinking`` blocks (None if it has none)."""
+    blocks = [
+        b for b in resp.extra.get(REASONING_KEY, ()) if isinstance(b, Mapping) and b.get("type") == "thinking"
+    ]
+    return "".join(str(b.get("thinking", "")) for b in blocks) if blocks else None
+
+
+# --- blocks and tools ------------------------------------------------------------------------
+
+
+def _blocks(v: object, where: str = "content") -> str | tuple[Mapping[str, Any], ...] | None:
+    return v if v is None or isinstance(v, str) else objects(v, where)
+
+
+def _blocks_wire(content: str | tuple[Mapping[str, Any], ...] | None) -> str | list[Json] | None:
+    return content if content is None or isinstance(content, str) else [dict(b) for b in content]
+
+
+def _system(v: object, where: str = "system") -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    texts = (check(b.get("text"), f"{where}[{i}].text", "a string") for i, b in enumerate(objects(v, where)))
+    return SYSTEM_SEPARATOR.join(texts)
+
+
+def _tools(v: object, where: str = "tools") -> tuple[Mapping[str, Any], ...]:
+    tools: list[Mapping[str, Any]] = []
+    for i, t in enumerate(() if v is None else objects(v, where)):
+        kind = check(t.get("type", "custom"), f"{where}[{i}].type", "a string")
+        if kind in ("type", "function") or (kind == "custom" and "parameters" in t):
+            raise Bad(
+                f"{where}[{i}] is not an Anthropic tool (type {kind!r}, or 'parameters' for 'input_schema')"
+            )
+        if kind == "custom":
+            tools.append({"type": "function", "function": {_RENAME.get(k, k): x for k, x in t.items()}})
+        else:
+            tools.append({"type": kind, kind: {k: x for k, x in t.items() if k != "type"}})
+    return tuple(tools)
+
+
+_RENAME = {"input_schema": "parameters", "parameters": "input_schema"}
+
+
+def _tools_wire(tools: Sequence[Mapping[str, Any]], where: str = "tools") -> list[Json]:
+    return [_tool_wire(t, f"{where}[{i}]") for i, t in enumerate(tools)]
+
+
+def _tool_wire(t: Mapping[str, Any], where: str) -> Json:
+    kind = t.get("type")
+    body = t.get(kind) if isinstance(kind, str) and set(t) == {"type", kind} else None
+    if isinstance(body, Mapping):
+        if kind == "function" and body.get("type", "custom") == "custom" and "input_schema" not in body:
+            return {_RENAME.get(k, k): x for k, x in body.items()}
+        if kind not in ("type", "function", "custom") and "type" not in body:
+            return {"type": kind, **body}
+    raise Bad(
+        f"{where} has no Anthropic form (Chat-shaped function or {{'type': T, T: {{...}}}}): {dict(t)!r:.200}"
+    )
+
+
+# --- assistant content -----------------------------------------------------------------------
+
+
+def _summary(v: object, where: str = "content") -> tuple[Any, ...]:
+    """(text, tool calls, thinking blocks) of assistant content."""
+    if v is None or isinstance(v, str):
+        return v, (), []
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    thinking: list[Json] = []
+    for i, b in enumerate(objects(v, where)):
+        at, kind = f"{where}[{i}]", b.get("type")
+        if kind == "text":
+            texts.append(check(b.get("text"), f"{at}.text", "a string"))
+        elif kind == "tool_use":
+            args = json.dumps(obj(b.get("input"), f"{at}.input"), ensure_ascii=False, separators=(",", ":"))
+            name = check(b.get("name"), f"{at}.name", "a string")
+            calls.append(ToolCall(check(b.get("id"), f"{at}.id", "a string"), name, args))
+        elif kind in _THINKING:
+            thinking.append(b)
+    return ("".join(texts) if texts else None), tuple(calls), thinking
+
+
+def _tool_use(c: ToolCall, where: str) -> Json:
+    if c.type != "function":
+        raise Bad(f"{where}.type must be 'function' for Anthropic tool_use, got {c.type!r}")
+    try:
+        args = json.loads(c.arguments)
+    except ValueError:
+        args = None
+    if not isinstance(args, dict):
+        raise Bad(
+            f"{where}.arguments must be a JSON object for Anthropic tool_use input, got {c.arguments!r:.100}"
+        )
+    return {"type": "tool_use", "id": c.id, "name": c.name, "input": args}
+
+
+def _content_wire(
+    content: str | tuple[Mapping[str, Any], ...] | None,
+    calls: Sequence[ToolCall],
+    extra: Mapping[str, Any],
+    where: str,
+) -> list[Json]:
+    """Canonical assistant blocks; ``where`` is the path prefix (``""`` or ``"messages[3]."``)."""
+    thinking = [dict(b) for b in objects(extra.get(REASONING_KEY, ()), f"{where}extra.{REASONING_KEY}")]
+    text = [{"type": "text", "text": content}] if isinstance(content, str) else _blocks_wire(content) or []
+    return [*thinking, *text, *(_tool_use(c, f"{where}tool_calls[{i}]") for i, c in enumerate(calls))]
+
+
+# --- messages --------------------------------------------------------------------------------
+
+
+def _assistant_fields(m: Message, where: str) -> Json:
+    plain = not m.tool_calls and REASONING_KEY not in m.extra and not isinstance(m.content, tuple)
+    content = m.content if plain else _content_wire(m.content, m.tool_calls, m.extra, f"{where}.")
+    return some({"role": "assistant", "content": content, "name": m.name, "tool_call_id": m.tool_call_id})
+
+
+def _assistant(m: Mapping[str, Any], where: str) -> Message:
+    text, calls, thinking = _summary(m.get("content"), f"{where}.content")
+    msg = Message(
+        "assistant",
+        text,
+        calls,
+        name=opt_str(m.get("name"), f"{where}.name"),
+        tool_call_id=opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
+        extra={REASONING_KEY: thinking} if thinking else {},
+    )
+    return replace(msg, extra={**msg.extra, **residual(m, _assistant_fields(msg, where))})
+
+
+def _user_fields(m: Message) -> Json:
+    content = _blocks_wire(m.content)
+    return some({"role": "user", "content": content, "name": m.name, "tool_call_id": m.tool_call_id})
+
+
+def _result_fields(m: Message) -> Json:
+    fields = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": _blocks_wire(m.content)}
+    return some({**fields, "name": m.name})
+
+
+def _result(b: Mapping[str, Any], where: str) -> Message:
+    msg = Message(
+        "tool",
+        _blocks(b.get("content"), f"{where}.content"),
+        tool_call_id=opt_str(b.get("tool_use_id"), f"{where}.tool_use_id"),
+        name=opt_str(b.get("name"), f"{where}.name"),
+    )
+    return replace(msg, extra=residual(b, _result_fields(msg)))
+
+
+def _user(m: Mapping[str, Any], where: str) -> list[Message]:
+    content = _blocks(m.get("content"), f"{where}.content")
+    blocks = content if isinstance(content, tuple) else ()
+    n = next((i for i, b in enumerate(blocks) if b.get("type") != "tool_result"), len(blocks))
+    if not n:
+        msg = Message(
+            "user",
+            content,
+            name=opt_str(m.get("name"), f"{where}.name"),
+            tool_call_id=opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
+        )
+        return [replace(msg, extra=residual(m, _user_fields(msg)))]
+    tools = [_result(b, f"{where}.content[{i}]") for i, b in enumerate(blocks[:n])]
+    if turn := {k: v for k, v in m.items() if k not in ("role", "content")}:
+        tools[0] = replace(tools[0], extra={**tools[0].extra, TURN_KEY: turn})
+    return tools + ([Message("user", blocks[n:])] if blocks[n:] else [])
+
+
+def _joins(open_results: bool, m: Message) -> bool:
+    """Whether ``m`` renders into the previous user message (which holds only tool results)."""
+    if not open_results or m.extra.get(NEW_TURN_KEY):
+        return False
+    plain = m.name is None and m.tool_call_id is None and not own(m.extra, _RESERVED)
+    return m.role == "tool" or (
+        m.role == "user" and bool(m.content) and isinstance(m.content, tuple) and plain
+    )
+
+
+def _messages(v: object, where: str = "messages") -> tuple[Message, ...]:
+    out: list[Message] = []
+    for i, m in enumerate(objects(v, where)):
+        at = f"{where}[{i}]"
+        if (role := m.get("role")) == "assistant":
+            out.append(_assistant(m, at))
+            continue
+        if role != "user":
+            raise Bad(f"{at}.role must be 'user' or 'assistant', got {role!r}")
+        split = _user(m, at)
+        if _joins(bool(out) and out[-1].role == "tool", split[0]):
+            split[0] = replace(split[0], extra={**split[0].extra, NEW_TURN_KEY: True})
+        out.extend(split)
+    return tuple(out)
+
+
+def _messages_wire(messages: Sequence[Message], where: str = "messages") -> list[Json]:
+    wire: list[Json] = []
+    open_results = False
+    for i, m in enumerate(messages):
+        at = f"{where}[{i}]"
+        if m.tool_calls and m.role != "assistant":
+            raise Bad(f"{at}.tool_calls: only assistant messages carry tool calls")
+        joins = _joins(open_results, m)
+        if m.role == "assistant":
+            wire.append(merge(own(m.extra, _RESERVED), _assistant_fields(m, at), _ASSISTANT_PARSERS))
+        elif m.role == "tool":
+            block = merge(own(m.extra, _RESERVED), _result_fields(m), _PARSERS)
+            if joins:
+                wire[-1]["content"].append(block)
+            else:
+                turn = obj(m.extra.get(TURN_KEY, {}), f"{at}.extra.{TURN_KEY}")
+                wire.append({"role": "user", "content": [block], **turn})
+        elif m.role == "user":
+            if joins:
+                wire[-1]["content"].extend(_blocks_wire(m.content) or ())
+            else:
+                wire.append(merge(own(m.extra, _RESERVED), _user_fields(m), _PARSERS))
+        else:
+            raise Bad(f"{at}.role {m.role!r} has no Anthropic form (system text goes in system_prompt)")
+        open_results = m.role == "tool"
+    return wire
+
+
+# --- requests --------------------------------------------------------------------------------
+
+
+def _metadata(v: object, where: str = METADATA_KEY) -> Mapping[str, Any]:
+    return {} if v is None else dict(obj(v, where))
+
+
+def _request_fields(req: LLMRequest) -> Json:
+    s = req.sampling
+    fields = {"model": req.model, "system": req.system_prompt, "messages": _messages_wire(req.messages)}
+    fields.update(tools=_tools_wire(req.tools) or None, temperature=s.temperature, top_p=s.top_p)
+    fields.update(max_tokens=s.max_tokens, stop_sequences=listed(s.stop), seed=s.seed)
+    fields.update(
+        {METADATA_KEY: dict(req.metadata) or None, PROMPT_TOKEN_IDS_KEY: listed(req.prompt_token_ids)}
+    )
+    return some(fields)
+
+
+def request_to_anthropic(req: LLMRequest) -> Json:
+    """The JSON body of ``POST /v1/messages`` for ``req`` (with ARES extension keys)."""
+    try:
+        return merge({**req.extra, **req.sampling.extra}, _request_fields(req), _PARSERS)
+    except Bad as e:
+        raise LLMError(f"cannot render the request for the Anthropic Messages API: {e}") from None
+
+
+def request_from_anthropic(body: Mapping[str, Any]) -> LLMRequest:
+    """The LLMRequest a Messages body stands for; raises ``LLMError`` if it is malformed."""
+    try:
+        return _request(body)
+    except Bad as e:
+        raise LLMError(f"malformed Anthropic Messages request: {e}") from None
+
+
+def _request(body: Mapping[str, Any]) -> LLMRequest:
+    b = obj(body, "the body")
+    req = LLMRequest(
+        messages=_messages(b.get("messages")),
+        system_prompt=_system(b.get("system")),
+        tools=_tools(b.get("tools")),
+        sampling=SamplingParams(
+            temperature=opt_num(b.get("temperature"), "temperature"),
+            top_p=opt_num(b.get("top_p"), "top_p"),
+            max_tokens=opt_int(b.get("max_tokens"), "max_tokens"),
+            stop=opt_strs(b.get("stop_sequences"), "stop_sequences"),
+            seed=opt_int(b.get("seed"), "seed"),
+        ),
+        model=opt_str(b.get("model"), "model"),
+        prompt_token_ids=opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
+        metadata=_metadata(b.get(METADATA_KEY)),
+    )
+    rest = residual(b, _request_fields(req))
+    sampling = replace(req.sampling, extra={k: v for k, v in rest.items() if k in SAMPLING_KEYS})
+    return replace(req, sampling=sampling, extra={k: v for k, v in rest.items() if k not in SAMPLING_KEYS})
+
+
+# --- responses -------------------------------------------------------------------------------
+
+# fmt: off
+_FINISH = {
+    "end_turn": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_use": "tool_calls",
+    "refusal": "content_filter", "model_context_window_exceeded": "length",
+}
+_STOP_REASON = {
+    "stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "function_call": "tool_use",
+    "content_filter": "refusal",
+}
+# fmt: on
+
+
+def _finish(v: object, where: str = "stop_reason") -> str | None:
+    reason = opt_str(v, where)
+    return _FINISH.get(reason, reason) if reason is not None else None
+
+
+def _usage(v: object, where: str = "usage") -> Usage:
+    u = obj(v, where)
+    for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        opt_int(u.get(key), f"{where}.{key}")
+    usage = Usage(
+        check(u.get("input_tokens"), f"{where}.input_tokens", "an integer"),
+        check(u.get("output_tokens"), f"{where}.output_tokens", "an integer"),
+    )
+    return replace(usage, extra=residual(u, _usage_fields(usage)))
+
+
+def _usage_fields(u: Usage) -> Json:
+    return {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens}
+
+
+def _response_fields(r: LLMResponse) -> Json:
+    stop_reason = None if r.finish_reason is None else _STOP_REASON.get(r.finish_reason, r.finish_reason)
+    usage = r.usage or Usage()
+    top = {"id": r.id or "", "type": "message", "role": "assistant", "model": r.model or ""}
+    top.update(content=_content_wire(r.content, r.tool_calls, r.extra, ""), stop_reason=stop_reason)
+    top.update(stop_sequence=None, usage=merge(usage.extra, _usage_fields(usage), _PARSERS))
+    ext = {COST_KEY: r.cost, TOKEN_IDS_KEY: listed(r.token_ids), LOGPROBS_KEY: listed(r.logprobs)}
+    ext.update({FINISH_REASON_KEY: r.finish_reason if _finish(stop_reason) != r.finish_reason else None})
+    return {**top, **some({**ext, NO_USAGE_KEY: r.usage is None or None})}
+
+
+def response_to_anthropic(resp: LLMResponse) -> Json:
+    """A complete, non-streaming Messages API ``message`` object for ``resp``."""
+    try:
+        return merge(own(resp.extra, _RESERVED), _response_fields(resp), _ASSISTANT_PARSERS)
+    except Bad as e:
+        raise MalformedResponseError(f"cannot render the response as an Anthropic message: {e}") from None
+
+
+def response_from_anthropic(body: object) -> LLMResponse:
+    """The LLMResponse of a ``message`` object; raises ``MalformedResponseError`` if malformed."""
+    try:
+        return _response(body)
+    except Bad as e:
+        raise MalformedResponseError(f"malformed Anthropic Messages response: {e}") from None
+
+
+def _response(body: object) -> LLMResponse:
+    b = obj(body, "the body")
+    if b.get("type") == "error" or ("content" not in b and "error" in b):
+        raise Bad(f"the body is an error object, not a message: {str(b.get('error'))[:300]}")
+    text, calls, thinking = _summary(seq(b.get("content"), "content"))
+    finish = opt_str(b.get(FINISH_REASON_KEY), FINISH_REASON_KEY)
+    no_usage = flag(b.get(NO_USAGE_KEY), NO_USAGE_KEY)
+    resp = LLMResponse(
+        content=text,
+        tool_calls=calls,
+        finish_reason=finish or _finish(b.get("stop_reason")),
+        usage=None if no_usage else _usage(b.get("usage")),
+        cost=opt_num(b.get(COST_KEY), COST_KEY),
+        model=opt_id(b.get("model"), "model"),
+        id=opt_id(b.get("id")),
+        token_ids=opt_ints(b.get(TOKEN_IDS_KEY), TOKEN_IDS_KEY),
+        logprobs=opt_nums(b.get(LOGPROBS_KEY), LOGPROBS_KEY),
+        extra={REASONING_KEY: thinking} if thinking else {},
+    )
+    return replace(resp, extra={**resp.extra, **residual(b, _response_fields(resp))})
+
+
+#: How to read each modelled wire key, to tell a re-spelling kept in ``extra`` from a stale value.
+# fmt: off
+_PARSERS: Mapping[str, Any] = {
+    "model": opt_id, "system": _system, "messages": _messages, "tools": _tools, "temperature": opt_num,
+    "top_p": opt_num, "max_tokens": opt_int, "stop_sequences": opt_strs, "seed": opt_int,
+    PROMPT_TOKEN_IDS_KEY: opt_ints, METADATA_KEY: _metadata, "content": _blocks, "name": opt_str,
+    "tool_call_id": opt_str, "tool_use_id": opt_str, "id": opt_id, "stop_reason": _finish,
+    "usage": _usage, COST_KEY: opt_num, TOKEN_IDS_KEY: opt_ints, LOGPROBS_KEY: opt_nums,
+    "input_tokens": opt_int, "output_tokens": opt_int,
+}
+# fmt: on
+#: Assistant content is read for its text, calls and thinking: other spellings of those are kept.
+_ASSISTANT_PARSERS: Mapping[str, Any] = {**_PARSERS, "content": _summary}

@@ -1,0 +1,84 @@
+"""Policies backed by hosted models through the vendors' official SDKs.
+
+``openai-sdk`` (Chat Completions), ``openai-responses`` (Responses API) and ``anthropic`` (Messages)
+forward the agent's request as is; the clients live in ``ares.llm.sdk`` behind the ``openai`` and
+``anthropic`` extras.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ares import tracing
+from ares.agents.base import ActionFormat
+from ares.errors import UnknownPresetError
+from ares.llm.types import LLMRequest, LLMResponse
+from ares.policies.base import Policy
+from ares.tasks.model import Task
+
+#: Policy name -> (module, client class) in ``ares.llm.sdk``; imported only when asked for.
+SDK_POLICIES = {
+    "openai-sdk": ("ares.llm.sdk.openai_sdk", "OpenAIChatSDKClient"),
+    "openai-responses": ("ares.llm.sdk.openai_sdk", "OpenAIResponsesSDKClient"),
+    "anthropic": ("ares.llm.sdk.anthropic_sdk", "AnthropicSDKClient"),
+}
+
+
+class ClosableLLMClient(Protocol):
+    """An LLM client a policy factory owns: it answers requests and is closed once at the end."""
+
+    @property
+    def model(self) -> str | None: ...
+
+    async def __call__(self, request: LLMRequest) -> LLMResponse: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClientPolicy:
+    """Answers each observation by asking the client's model; stateless, so episodes may share it."""
+
+    client: ClosableLLMClient
+
+    async def act(self, observation: LLMRequest) -> LLMResponse:
+        model = self.client.model or observation.model or ""
+        with tracing.span("policy.http", cat="policy", level="full", model=model):
+            return await self.client(observation)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientPolicyFactory:
+    """A PolicyFactory whose episodes share one client (one connection pool, one model)."""
+
+    client: ClosableLLMClient
+
+    def __call__(self, task: Task, action_format: ActionFormat) -> Policy:
+        return ClientPolicy(self.client)
+
+    async def aclose(self) -> None:
+        """Close the shared client once no episode needs it any more (the runner calls this)."""
+        await self.client.aclose()
+
+
+def sdk_policy_factory(
+    name: str, *, client: ClosableLLMClient | None = None, **options: Any
+) -> ClientPolicyFactory:
+    """A factory for the ``name`` SDK policy; ``options`` go to the client's ``from_env``.
+
+    Options: ``model``, ``base_url``, ``api_key``, ``api_key_env`` (the variable to read the key
+    from; default ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY``), ``timeout_s``, ``max_retries``,
+    ``max_tokens``, ``temperature``, ``prices`` (``ares.llm.sdk.pricing.Price``, or a table of them
+    by model name). Pass ``client`` instead to share an existing client.
+    """
+    if name not in SDK_POLICIES:
+        raise UnknownPresetError(f"unknown SDK policy {name!r}; choose one of: {', '.join(SDK_POLICIES)}")
+    if client is not None:
+        if options:
+            raise TypeError("pass either client= or client options, not both")
+        return ClientPolicyFactory(client)
+    module_name, class_name = SDK_POLICIES[name]
+    client_class = getattr(importlib.import_module(module_name), class_name)
+    return ClientPolicyFactory(client_class.from_env(**options))

@@ -1,0 +1,680 @@
+"""Round trips between ARES LLM values and the Anthropic Messages API wire format."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import anthropic
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ares.errors import LLMError, MalformedResponseError
+from ares.llm.anthropic_messages import (
+    FINISH_REASON_KEY,
+    LOGPROBS_KEY,
+    NEW_TURN_KEY,
+    NO_USAGE_KEY,
+    REASONING_KEY,
+    TOKEN_IDS_KEY,
+    reasoning_text,
+    request_from_anthropic,
+    request_to_anthropic,
+    response_from_anthropic,
+    response_to_anthropic,
+    strip_extensions,
+)
+from ares.llm.openai_chat import response_from_openai, response_to_openai
+from ares.llm.openai_responses import response_from_responses, response_to_responses
+from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, ToolCall, Usage, assistant, user
+
+# --- recorded-looking traffic -------------------------------------------------------------------
+
+THINKING = {
+    "type": "thinking",
+    "thinking": "The test imports a missing helper.",
+    "signature": "EqQBCkgIARAB...",
+}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIw"}
+
+CLAUDE_CODE_BODY: dict[str, Any] = {
+    "model": "claude-sonnet-4-5-20250929",
+    "max_tokens": 32000,
+    "system": [
+        {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude."},
+        {"type": "text", "text": "Be concise.", "cache_control": {"type": "ephemeral"}},
+    ],
+    "messages": [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "Fix the failing test."},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+                },
+                {
+                    "type": "document",
+                    "source": {"type": "text", "media_type": "text/plain", "data": "FAILED test_x"},
+                    "title": "pytest log",
+                },
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                THINKING,
+                REDACTED,
+                {"type": "text", "text": "Let me look at both files."},
+                {"type": "tool_use", "id": "toolu_01A", "name": "Read", "input": {"file_path": "/repo/a.py"}},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_01B",
+                    "name": "Bash",
+                    "input": {"command": "pytest -x", "timeout": 60},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "def f(): ..."},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_01B",
+                    "content": [{"type": "text", "text": "1 failed"}],
+                    "is_error": True,
+                    "cache_control": {"type": "ephemeral"},
+                },
+                {"type": "text", "text": "Keep going."},
+            ],
+        },
+        {"role": "assistant", "content": "Fixed."},
+        {"role": "user", "content": "Thanks!"},
+    ],
+    "tools": [
+        {
+            "name": "Bash",
+            "description": "Executes a bash command",
+            "input_schema": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}, "timeout": {"type": "number"}},
+                "required": ["command"],
+                "additionalProperties": False,
+                "$schema": "http://json-schema.org/draft-07/schema#",
+            },
+        },
+        {"name": "Read", "description": "Reads a file", "input_schema": {"type": "object"}, "type": "custom"},
+        {"type": "web_search_20250305", "name": "web_search", "max_uses": 5},
+    ],
+    "tool_choice": {"type": "auto", "disable_parallel_tool_use": False},
+    "metadata": {"user_id": "user_abc_account__session_123"},
+    "thinking": {"type": "enabled", "budget_tokens": 10000},
+    "temperature": 1,
+    "stop_sequences": ["</done>"],
+    "stream": True,
+}
+
+MESSAGE: dict[str, Any] = {
+    "id": "msg_01XFDUDYJgAACzvnptvVoYEL",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5-20250929",
+    "content": [
+        THINKING,
+        {"type": "text", "text": "Running both checks."},
+        {"type": "tool_use", "id": "toolu_01C", "name": "Bash", "input": {"command": "pytest"}},
+        {"type": "tool_use", "id": "toolu_01D", "name": "Bash", "input": {"command": "ruff check ."}},
+    ],
+    "stop_reason": "tool_use",
+    "stop_sequence": None,
+    "usage": {
+        "input_tokens": 12,
+        "cache_creation_input_tokens": 1803,
+        "cache_read_input_tokens": 15210,
+        "cache_creation": {"ephemeral_5m_input_tokens": 1803, "ephemeral_1h_input_tokens": 0},
+        "output_tokens": 245,
+        "service_tier": "standard",
+    },
+}
+
+
+def test_claude_code_body_parses_into_the_shared_neutral_shapes() -> None:
+    req = request_from_anthropic(CLAUDE_CODE_BODY)
+    assert req.system_prompt == "You are Claude Code, Anthropic's official CLI for Claude.\n\nBe concise."
+    assert [m.role for m in req.messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "user",
+        "assistant",
+        "user",
+    ]
+    task, turn, read, bash, keep_going, fixed, thanks = req.messages
+    assert task.text == "Fix the failing test." and isinstance(task.content, tuple) and len(task.content) == 3
+    assert turn.content == "Let me look at both files." and turn.extra[REASONING_KEY] == [THINKING, REDACTED]
+    assert turn.tool_calls == (
+        ToolCall("toolu_01A", "Read", '{"file_path":"/repo/a.py"}'),
+        ToolCall("toolu_01B", "Bash", '{"command":"pytest -x","timeout":60}'),
+    )
+    assert (read.tool_call_id, read.content) == ("toolu_01A", "def f(): ...")
+    assert bash.tool_call_id == "toolu_01B" and bash.text == "1 failed" and bash.extra["is_error"] is True
+    assert keep_going.text == "Keep going." and fixed == assistant("Fixed.") and thanks == user("Thanks!")
+    assert req.tools[0]["function"]["parameters"]["required"] == ["command"]
+    assert req.tools[1] == {
+        "type": "function",
+        "function": {
+            "name": "Read",
+            "description": "Reads a file",
+            "parameters": {"type": "object"},
+            "type": "custom",
+        },
+    }
+    assert req.tools[2] == {
+        "type": "web_search_20250305",
+        "web_search_20250305": {"name": "web_search", "max_uses": 5},
+    }
+    assert (
+        req.sampling.max_tokens == 32000
+        and req.sampling.stop == ("</done>",)
+        and req.sampling.temperature == 1
+    )
+    assert req.sampling.extra == {"thinking": {"type": "enabled", "budget_tokens": 10000}}
+    assert set(req.extra) == {"system", "tool_choice", "metadata", "stream"}
+
+
+def test_claude_code_body_round_trips_exactly() -> None:
+    assert request_to_anthropic(request_from_anthropic(CLAUDE_CODE_BODY)) == CLAUDE_CODE_BODY
+
+
+def test_a_changed_system_prompt_replaces_the_stale_blocks() -> None:
+    req = replace(request_from_anthropic(CLAUDE_CODE_BODY), system_prompt="new")
+    assert request_to_anthropic(req)["system"] == "new"
+
+
+def test_a_chat_shaped_request_renders_for_the_messages_api() -> None:
+    tool = {
+        "type": "function",
+        "function": {"name": "bash", "description": "run", "parameters": {"type": "object"}},
+    }
+    calls = (ToolCall("c1", "bash", '{"cmd": "ls"}'), ToolCall("c2", "bash", "{}"))
+    req = LLMRequest(
+        messages=(
+            user("hi"),
+            assistant("Checking.", calls),
+            Message("tool", "a.py", tool_call_id="c1"),
+            Message("tool", "ok", tool_call_id="c2"),
+            user("more"),
+        ),
+        system_prompt="sys",
+        tools=(tool,),
+        sampling=SamplingParams(max_tokens=64, stop=("X",)),
+    )
+    assert request_to_anthropic(req) == {
+        "system": "sys",
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "c1", "name": "bash", "input": {"cmd": "ls"}},
+                    {"type": "tool_use", "id": "c2", "name": "bash", "input": {}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "c1", "content": "a.py"},
+                    {"type": "tool_result", "tool_use_id": "c2", "content": "ok"},
+                ],
+            },
+            {"role": "user", "content": "more"},
+        ],
+        "tools": [{"name": "bash", "description": "run", "input_schema": {"type": "object"}}],
+        "max_tokens": 64,
+        "stop_sequences": ["X"],
+    }
+
+
+def test_tool_results_split_over_two_user_messages_stay_split() -> None:
+    body = {
+        "messages": [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "1"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "b", "content": "2"}]},
+        ]
+    }
+    req = request_from_anthropic(body)
+    assert [m.tool_call_id for m in req.messages] == ["a", "b"] and req.messages[1].extra == {
+        NEW_TURN_KEY: True
+    }
+    assert request_to_anthropic(req) == body
+
+
+def test_extension_keys_travel_and_strip_removes_them() -> None:
+    req = LLMRequest(messages=(user("hi"),), prompt_token_ids=(1, 2), metadata={"step": 3})
+    body = request_to_anthropic(req)
+    assert request_from_anthropic(body) == req
+    assert strip_extensions(body) == {"messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize(
+    ("req", "where"),
+    [
+        (LLMRequest(messages=(Message("system", "x"),)), "messages[0].role 'system' has no Anthropic form"),
+        (LLMRequest(messages=(assistant(None, (ToolCall("c", "f", "[1, 2]"),)),)), "tool_calls[0].arguments"),
+        (LLMRequest(messages=(assistant(None, (ToolCall("c", "f", "not json"),)),)), "must be a JSON object"),
+        (LLMRequest(messages=(Message("user", "x", (ToolCall("c", "f", "{}"),)),)), "messages[0].tool_calls"),
+        (LLMRequest(messages=(), tools=({"name": "f"},)), "tools[0] has no Anthropic form"),
+    ],
+)
+def test_requests_the_messages_api_cannot_express_raise(req: LLMRequest, where: str) -> None:
+    with pytest.raises(LLMError, match="cannot render the request for the Anthropic Messages API") as info:
+        request_to_anthropic(req)
+    assert where in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ("x", "the body must be an object"),
+        ({}, "messages must be an array, got null"),
+        (
+            {"messages": [{"role": "system", "content": "x"}]},
+            "messages[0].role must be 'user' or 'assistant'",
+        ),
+        ({"messages": [{"role": "user", "content": 3}]}, "messages[0].content must be an array"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t", "name": "f", "input": []}],
+                    }
+                ]
+            },
+            "messages[0].content[0].input must be an object, got an array",
+        ),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": 1}]}]},
+            "messages[0].content[0].tool_use_id must be a string",
+        ),
+        ({"messages": [], "system": [{"type": "text"}]}, "system[0].text must be a string, got null"),
+        ({"messages": [], "stop_sequences": "x"}, "stop_sequences must be an array"),
+        ({"messages": [], "tools": [{"name": "f", "parameters": {}}]}, "tools[0] is not an Anthropic tool"),
+    ],
+)
+def test_malformed_request_bodies_raise_llm_error(body: Any, where: str) -> None:
+    with pytest.raises(LLMError, match="malformed Anthropic Messages request") as info:
+        request_from_anthropic(body)
+    assert where in str(info.value)
+
+
+# --- responses ------------------------------------------------------------------------------------
+
+
+def test_message_parses_text_calls_thinking_stop_reason_and_usage() -> None:
+    resp = response_from_anthropic(MESSAGE)
+    assert resp.id == "msg_01XFDUDYJgAACzvnptvVoYEL" and resp.model == "claude-sonnet-4-5-20250929"
+    assert resp.content == "Running both checks." and resp.finish_reason == "tool_calls"
+    assert resp.tool_calls == (
+        ToolCall("toolu_01C", "Bash", '{"command":"pytest"}'),
+        ToolCall("toolu_01D", "Bash", '{"command":"ruff check ."}'),
+    )
+    assert resp.extra[REASONING_KEY] == [THINKING] and reasoning_text(resp) == THINKING["thinking"]
+    assert resp.usage is not None and (resp.usage.prompt_tokens, resp.usage.completion_tokens) == (12, 245)
+    assert resp.usage.extra["cache_read_input_tokens"] == 15210
+    assert resp.usage.extra["cache_creation_input_tokens"] == 1803
+    assert resp.token_ids is None and resp.logprobs is None
+    assert response_to_anthropic(resp) == MESSAGE
+
+
+@pytest.mark.parametrize(
+    ("stop_reason", "stop_sequence", "finish"),
+    [
+        ("end_turn", None, "stop"),
+        ("stop_sequence", "</done>", "stop"),
+        ("max_tokens", None, "length"),
+        ("tool_use", None, "tool_calls"),
+        ("refusal", None, "content_filter"),
+        ("pause_turn", None, "pause_turn"),
+        ("model_context_window_exceeded", None, "length"),
+        (None, None, None),
+    ],
+)
+def test_stop_reasons_map_to_finish_reasons_and_round_trip(
+    stop_reason: str | None, stop_sequence: str | None, finish: str | None
+) -> None:
+    body = {**MESSAGE, "content": [{"type": "text", "text": "x"}], "stop_reason": stop_reason}
+    body["stop_sequence"] = stop_sequence
+    resp = response_from_anthropic(body)
+    assert resp.finish_reason == finish
+    assert response_to_anthropic(resp) == body
+
+
+def test_edited_content_replaces_the_stale_wire_blocks() -> None:
+    body = {
+        **MESSAGE,
+        "content": [{"type": "text", "text": "a", "citations": None}, {"type": "text", "text": "b"}],
+    }
+    resp = response_from_anthropic(body)
+    assert resp.content == "ab" and response_to_anthropic(resp) == body
+    assert response_to_anthropic(replace(resp, content="c"))["content"] == [{"type": "text", "text": "c"}]
+
+
+def _sdk_parses(body: dict[str, Any]) -> anthropic.types.Message:
+    return anthropic.types.Message.model_validate(json.loads(json.dumps(body)))
+
+
+def test_neutral_text_response_renders_a_message_the_sdk_accepts() -> None:
+    resp = LLMResponse(content="hi")
+    body = response_to_anthropic(resp)
+    parsed = _sdk_parses(body)
+    assert parsed.content[0].type == "text" and parsed.content[0].text == "hi"
+    assert parsed.stop_reason == "end_turn" and body[NO_USAGE_KEY] is True
+    assert response_from_anthropic(body) == resp
+
+
+def test_neutral_parallel_tool_calls_render_a_message_the_sdk_accepts() -> None:
+    calls = (ToolCall("toolu_1", "bash", '{"cmd": "ls"}'), ToolCall("toolu_2", "read", '{"path":"a"}'))
+    resp = LLMResponse(tool_calls=calls, finish_reason="tool_calls", usage=Usage(10, 5))
+    body = response_to_anthropic(resp)
+    parsed = _sdk_parses(body)
+    assert [(b.type, b.id, b.input) for b in parsed.content] == [  # type: ignore[union-attr]
+        ("tool_use", "toolu_1", {"cmd": "ls"}),
+        ("tool_use", "toolu_2", {"path": "a"}),
+    ]
+    assert parsed.stop_reason == "tool_use" and parsed.usage.input_tokens == 10
+    back = response_from_anthropic(body)
+    assert back.tool_calls[0].arguments == '{"cmd":"ls"}'  # compact JSON: the wire holds an object
+    assert back == replace(resp, tool_calls=(replace(calls[0], arguments='{"cmd":"ls"}'), calls[1]))
+
+
+def test_neutral_thinking_token_ids_and_logprobs_render_for_the_sdk() -> None:
+    resp = LLMResponse(
+        content="4",
+        token_ids=(19, 2),
+        logprobs=(-0.1, -0.2),
+        finish_reason="length",
+        usage=Usage(3, 2),
+        extra={REASONING_KEY: [THINKING, REDACTED]},
+    )
+    body = response_to_anthropic(resp)
+    parsed = _sdk_parses(body)
+    assert [b.type for b in parsed.content] == ["thinking", "redacted_thinking", "text"]
+    assert (
+        parsed.stop_reason == "max_tokens"
+        and body[TOKEN_IDS_KEY] == [19, 2]
+        and body[LOGPROBS_KEY] == [-0.1, -0.2]
+    )
+    assert response_from_anthropic(body) == resp
+
+
+def test_finish_reasons_stop_reason_cannot_express_travel_in_an_extension_key() -> None:
+    resp = LLMResponse(tool_calls=(ToolCall("c", "f", "{}"),), finish_reason="function_call")
+    body = response_to_anthropic(resp)
+    assert body["stop_reason"] == "tool_use" and body[FINISH_REASON_KEY] == "function_call"
+    assert response_from_anthropic(body) == resp
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        ToolCall("c", "f", "[1]"),
+        ToolCall("c", "f", ""),
+        ToolCall("c", "f", '"s"'),
+        ToolCall("c", "f", "{}", "custom"),
+    ],
+)
+def test_tool_calls_without_an_object_input_do_not_render(call: ToolCall) -> None:
+    with pytest.raises(MalformedResponseError, match=r"cannot render .* tool_calls\[0\]"):
+        response_to_anthropic(LLMResponse(tool_calls=(call,), finish_reason="tool_calls"))
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        (None, "the body must be an object, got null"),
+        ({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "error object"),
+        ({"type": "message"}, "content must be an array, got null"),
+        ({"content": [{"type": "text"}]}, "content[0].text must be a string, got null"),
+        (
+            {"content": [{"type": "tool_use", "id": "t", "name": "f", "input": "x"}]},
+            "content[0].input must be an object",
+        ),
+        ({"content": [], "usage": None}, "usage must be an object, got null"),
+        (
+            {"content": [], "usage": {"input_tokens": 1, "output_tokens": "2"}},
+            "usage.output_tokens must be an integer",
+        ),
+        (
+            {"content": [], "usage": {"input_tokens": 1, "output_tokens": 2, "cache_read_input_tokens": "x"}},
+            "usage.cache_read_input_tokens must be an integer",
+        ),
+        ({"content": [], "stop_reason": 3}, "stop_reason must be a string"),
+    ],
+)
+def test_malformed_responses_raise(body: Any, where: str) -> None:
+    with pytest.raises(MalformedResponseError, match="malformed Anthropic Messages response") as info:
+        response_from_anthropic(body)
+    assert where in str(info.value)
+
+
+# --- cross-dialect --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "resp",
+    [
+        LLMResponse(content="The answer is 4."),
+        LLMResponse(
+            content="Checking.",
+            tool_calls=(
+                ToolCall("call_1", "bash", '{"cmd":"ls"}'),
+                ToolCall("call_2", "read", '{"path":"a.py"}'),
+            ),
+            finish_reason="tool_calls",
+            usage=Usage(120, 30),
+        ),
+        LLMResponse(content=None, tool_calls=(ToolCall("c", "f", "{}"),), finish_reason="tool_calls"),
+        LLMResponse(content="cut", finish_reason="length", usage=Usage(5, 1)),
+    ],
+)
+def test_one_neutral_response_reads_back_the_same_in_every_dialect(resp: LLMResponse) -> None:
+    pairs = [
+        (response_to_openai, response_from_openai),
+        (response_to_responses, response_from_responses),
+        (response_to_anthropic, response_from_anthropic),
+    ]
+    for render, parse in pairs:
+        back = parse(json.loads(json.dumps(render(resp))))
+        assert (back.content, back.tool_calls, back.finish_reason, back.usage) == (
+            resp.content,
+            resp.tool_calls,
+            resp.finish_reason,
+            resp.usage,
+        ), render.__module__
+
+
+# --- properties -----------------------------------------------------------------------------------
+
+_text = st.text(max_size=8)
+_opt_text = st.none() | _text
+_json_scalar = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text
+_json_scalar |= st.floats(allow_nan=False, allow_infinity=False)
+_json = st.recursive(
+    _json_scalar, lambda c: st.lists(c, max_size=3) | st.dictionaries(_text, c, max_size=3), max_leaves=6
+)
+_extras = st.dictionaries(st.text("abcdef_", min_size=1, max_size=5).map("x_".__add__), _json, max_size=2)
+_float = st.none() | st.floats(allow_nan=False, allow_infinity=False)
+_int = st.none() | st.integers(-(2**40), 2**40)
+_ints = st.none() | st.lists(st.integers(0, 2**20), max_size=4).map(tuple)
+_json_object = st.dictionaries(_text, _json, max_size=3)
+_compact = _json_object.map(lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":")))
+_calls = st.lists(st.builds(ToolCall, _text, _text, _compact), max_size=2).map(tuple)
+_block = st.fixed_dictionaries({"type": st.just("text"), "text": _text}) | st.fixed_dictionaries(
+    {"type": st.just("image"), "source": st.fixed_dictionaries({"type": st.just("url"), "url": _text})}
+)
+_blocks = st.lists(_block, max_size=2).map(tuple)
+_thinking = st.fixed_dictionaries({"type": st.just("thinking"), "thinking": _text, "signature": _text})
+_thinking |= st.fixed_dictionaries({"type": st.just("redacted_thinking"), "data": _text})
+_assistant_extra = _extras | st.builds(
+    lambda e, r: {**e, REASONING_KEY: r}, _extras, st.lists(_thinking, min_size=1, max_size=2)
+)
+_message = st.one_of(
+    st.builds(Message, st.just("user"), _text | _blocks, st.just(()), _opt_text, _opt_text, _extras),
+    st.builds(
+        Message, st.just("tool"), st.none() | _text | _blocks, st.just(()), _opt_text, _opt_text, _extras
+    ),
+    st.builds(Message, st.just("assistant"), _opt_text, _calls, _opt_text, _opt_text, _assistant_extra),
+)
+_tool = st.fixed_dictionaries(
+    {
+        "type": st.just("function"),
+        "function": st.dictionaries(st.sampled_from(["name", "parameters", "x"]), _json),
+    }
+) | st.fixed_dictionaries(
+    {"type": st.just("bash_20250124"), "bash_20250124": st.fixed_dictionaries({"name": _text})}
+)
+_request = st.builds(
+    LLMRequest,
+    messages=st.lists(_message, max_size=5).map(tuple),
+    system_prompt=_opt_text,
+    tools=st.lists(_tool, max_size=2).map(tuple),
+    sampling=st.builds(
+        SamplingParams,
+        temperature=_float,
+        top_p=_float,
+        max_tokens=_int,
+        stop=st.none() | st.lists(_text, max_size=2).map(tuple),
+        seed=_int,
+        extra=st.dictionaries(st.sampled_from(["top_k", "thinking"]), _json),
+    ),
+    model=_opt_text,
+    prompt_token_ids=_ints,
+    metadata=st.dictionaries(_text, _json, max_size=2),
+    extra=_extras,
+)
+_response = st.builds(
+    LLMResponse,
+    content=_opt_text,
+    tool_calls=_calls,
+    finish_reason=st.none() | st.sampled_from(["stop", "length", "tool_calls", "content_filter"]) | _text,
+    usage=st.none() | st.builds(Usage, st.integers(0, 10**6), st.integers(0, 10**6), _extras),
+    cost=_float,
+    model=st.none() | st.text(min_size=1, max_size=8),
+    id=st.none() | st.text(min_size=1, max_size=8),
+    token_ids=_ints,
+    logprobs=st.none() | st.lists(st.floats(max_value=0, allow_nan=False), max_size=4).map(tuple),
+    extra=_assistant_extra,
+)
+
+
+def _via_json(body: dict[str, Any]) -> Any:
+    return json.loads(json.dumps(body))
+
+
+@settings(max_examples=300)
+@given(_request)
+def test_request_round_trip_property(req: LLMRequest) -> None:
+    assert request_from_anthropic(request_to_anthropic(req)) == req
+    assert request_from_anthropic(_via_json(request_to_anthropic(req))) == req
+
+
+@settings(max_examples=300)
+@given(_response)
+def test_response_round_trip_property(resp: LLMResponse) -> None:
+    assert response_from_anthropic(response_to_anthropic(resp)) == resp
+    assert response_from_anthropic(_via_json(response_to_anthropic(resp))) == resp
+
+
+def _optional(required: dict[str, Any], optional: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(required, optional=optional)
+
+
+_wire_text = _optional({"type": st.just("text"), "text": _text}, {"citations": st.none() | st.just([])})
+_wire_tool_use = _optional(
+    {"type": st.just("tool_use"), "id": _text, "name": _text, "input": _json_object}, {"caller": _json}
+)
+_wire_result = _optional(
+    {"type": st.just("tool_result"), "tool_use_id": _text},
+    {
+        "content": _text | st.lists(_block, max_size=2),
+        "is_error": st.booleans(),
+        "cache_control": st.just({"type": "ephemeral"}),
+    },
+)
+_wire_assistant_block = st.one_of(
+    _wire_text,
+    _wire_tool_use,
+    _thinking,
+    st.fixed_dictionaries({"type": st.just("server_tool_use"), "id": _text}),
+)
+_wire_message = st.one_of(
+    _optional(
+        {"role": st.just("user"), "content": _text | st.lists(_wire_result | _block, max_size=4)},
+        {"x_k": _json},
+    ),
+    _optional(
+        {"role": st.just("assistant"), "content": _text | st.lists(_wire_assistant_block, max_size=4)}, {}
+    ),
+)
+_wire_tool = st.one_of(
+    _optional(
+        {"name": _text, "input_schema": _json_object}, {"description": _text, "type": st.just("custom")}
+    ),
+    _optional({"type": st.just("web_search_20250305"), "name": _text}, {"max_uses": st.integers(1, 9)}),
+)
+_wire_body = _optional(
+    {"messages": st.lists(_wire_message, max_size=5)},
+    {
+        "model": _opt_text,
+        "max_tokens": _int,
+        "system": _text
+        | st.lists(_optional({"type": st.just("text"), "text": _text}, {"cache_control": _json})),
+        "tools": st.lists(_wire_tool, max_size=2),
+        "temperature": _float | st.integers(0, 1),
+        "top_p": _float,
+        "top_k": _int,
+        "stop_sequences": st.lists(_text, max_size=2),
+        "thinking": _json,
+        "stream": st.booleans(),
+        "metadata": _json,
+    },
+)
+_wire_response = _optional(
+    {
+        "id": _text,
+        "type": st.just("message"),
+        "role": st.just("assistant"),
+        "model": _text,
+        "content": st.lists(_wire_assistant_block, max_size=4),
+        "stop_reason": st.none()
+        | st.sampled_from(["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"]),
+        "stop_sequence": _opt_text,
+        "usage": _optional(
+            {"input_tokens": st.integers(0, 99), "output_tokens": st.integers(0, 99)},
+            {
+                "cache_creation_input_tokens": st.none() | st.integers(0, 99),
+                "cache_read_input_tokens": st.none() | st.integers(0, 99),
+                "service_tier": _text,
+            },
+        ),
+    },
+    {"container": _json, "ares_cost": _float, "x_vendor": _json},
+)
+
+
+@settings(max_examples=300)
+@given(_wire_body)
+def test_request_body_round_trip_property(body: dict[str, Any]) -> None:
+    assert request_to_anthropic(request_from_anthropic(body)) == body
+
+
+@settings(max_examples=300)
+@given(_wire_response)
+def test_response_body_round_trip_property(body: dict[str, Any]) -> None:
+    assert response_to_anthropic(response_from_anthropic(body)) == body

@@ -1,0 +1,15 @@
+"""Fixtures of the proxy tests: a started proxy on loopback, stopped after each test."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from ares.proxy import InterceptionProxy
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[InterceptionProxy]:
+    async with InterceptionProxy(call_timeout_s=30) as started:
+        yield started
