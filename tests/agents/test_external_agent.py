@@ -74,6 +74,25 @@ async def test_harbor_fixtures_through_the_cli_agent(name: str) -> None:
         await env.close()
 
 
+async def test_the_cli_agent_runs_in_a_docker_container_too() -> None:
+    """The Docker backend's loopback listener (podman here): oracle 1, null 0 in a container."""
+    from ares.sandbox.docker import DockerConfig, DockerSandboxFactory
+    from engine_kit import docker_kit
+
+    try:
+        url = str(docker_kit().ensure_engine().base_url)
+    except RuntimeError as exc:
+        pytest.skip(f"no Docker API engine: {exc}")
+    factory = DockerSandboxFactory(DockerConfig(base_url=url))
+    env = ares.make("harbor", path=HARBOR / "fix-bug", agent=tool_loop_cli(), sandbox_factory=factory)
+    try:
+        assert (await play(env, "oracle")).reward == pytest.approx(1.0)
+        assert (await play(env, "null")).reward == 0.0
+    finally:
+        await env.close()
+        factory.close()
+
+
 async def test_the_observation_is_the_cli_agents_own_request() -> None:
     env = ares.make("humaneval", tasks="0:1", agent=tool_loop_cli("anthropic"))
     try:
