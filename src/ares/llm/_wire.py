@@ -9,8 +9,11 @@ Private to ``ares.llm``: the dialect modules are the public face.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, cast
+
+from ares.llm.types import LLMRequest
 
 Json = dict[str, Any]
 Parsers = Mapping[str, Callable[[Any], Any]]
@@ -131,3 +134,32 @@ def _parses_equal(parse: Callable[[Any], Any], wire: object, rendered: object) -
         return bool(parse(wire) == parse(rendered))
     except Bad:
         return False
+
+
+# --- pieces every dialect's request shares ----------------------------------------------------
+
+
+def opt_obj(v: object, where: str = METADATA_KEY) -> Mapping[str, Any]:
+    """An optional object, read as ``{}`` when absent (``ares_metadata``...)."""
+    return {} if v is None else dict(obj(v, where))
+
+
+def typed_tool(t: Json, where: str) -> Json:
+    """A wire tool ``{"type": T, **rest}`` in the Chat shape ``{"type": T, T: rest}``."""
+    kind = check(t.pop("type", None), f"{where}.type", "a string")
+    if kind == "type":
+        raise Bad(f"{where}.type must not be 'type'")
+    return {"type": kind, kind: t}
+
+
+def typed_tool_wire(t: Mapping[str, Any]) -> Json | None:
+    """The inverse of ``typed_tool``; None if ``t`` does not have that shape."""
+    kind = t.get("type")
+    body = t.get(kind) if isinstance(kind, str) and kind != "type" and set(t) == {"type", kind} else None
+    return {"type": kind, **body} if isinstance(body, Mapping) and "type" not in body else None
+
+
+def with_rest(req: LLMRequest, rest: Mapping[str, Any], sampling_keys: frozenset[str]) -> LLMRequest:
+    """``req`` with the unmodelled top-level keys ``rest`` kept: sampling ones in ``sampling.extra``."""
+    sampling = replace(req.sampling, extra={k: v for k, v in rest.items() if k in sampling_keys})
+    return replace(req, sampling=sampling, extra={k: v for k, v in rest.items() if k not in sampling_keys})

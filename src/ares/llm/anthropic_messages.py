@@ -20,6 +20,13 @@ Requests (``POST /v1/messages``) read into the neutral shapes every dialect shar
   (server or client built-in) tool ``{"type": T, **rest}`` reads as ``{"type": T, T: rest}``.
 - ``stop_sequences`` is ``sampling.stop``; ``top_k`` and ``thinking`` go to ``sampling.extra``.
 
+What the wire cannot tell apart reads back normalised: ``ToolCall.arguments`` as compact JSON
+(``separators=(",", ":")``, non-ASCII kept), assistant content parts as their joined text, user block
+content that starts with ``tool_result`` blocks as tool Messages. Rendering raises ``LLMError``
+(``MalformedResponseError`` for responses) for what the API cannot hold: arguments that are not a
+JSON object, a ``ToolCall.type`` other than ``function``, system/developer messages (use
+``system_prompt``), tool calls on a non-assistant message, a tool in neither shape above.
+
 Responses (a ``message`` object) read the same way as assistant messages. ``stop_reason`` maps to
 ``finish_reason``: ``end_turn`` / ``stop_sequence`` -> ``stop``, ``max_tokens`` and
 ``model_context_window_exceeded`` -> ``length``, ``tool_use`` -> ``tool_calls``, ``refusal`` ->
@@ -36,8 +43,8 @@ user Message starts a new wire message although it could join the previous one).
 ARES extension keys (``strip_extensions`` removes them): request ``ares_prompt_token_ids``,
 ``ares_metadata`` (as in :mod:`ares.llm.openai_chat`); response ``ares_cost``, ``ares_token_ids``,
 ``ares_logprobs`` (``LLMResponse.cost`` / ``token_ids`` / ``logprobs``: Anthropic has none),
-``ares_finish_reason`` (a finish reason ``stop_reason`` cannot express, e.g. ``stop`` with tool
-calls) and ``ares_no_usage: true`` (``usage`` is None; the wire ``usage`` is required, so zeros).
+``ares_finish_reason`` (a finish reason ``stop_reason`` cannot express, e.g.
+``function_call``) and ``ares_no_usage: true`` (``usage`` is None; the wire ``usage`` is required, so zeros).
 """
 
 from __future__ import annotations
@@ -65,12 +72,16 @@ from ares.llm._wire import (
     opt_ints,
     opt_num,
     opt_nums,
+    opt_obj,
     opt_str,
     opt_strs,
     own,
     residual,
     seq,
     some,
+    typed_tool,
+    typed_tool_wire,
+    with_rest,
 )
 from ares.llm._wire import strip_extensions as strip_extensions  # re-exported: part of this API
 from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, ToolCall, Usage
@@ -119,18 +130,17 @@ def _system(v: object, where: str = "system") -> str | None:
 
 
 def _tools(v: object, where: str = "tools") -> tuple[Mapping[str, Any], ...]:
-    tools: list[Mapping[str, Any]] = []
-    for i, t in enumerate(() if v is None else objects(v, where)):
-        kind = check(t.get("type", "custom"), f"{where}[{i}].type", "a string")
-        if kind in ("type", "function") or (kind == "custom" and "parameters" in t):
-            raise Bad(
-                f"{where}[{i}] is not an Anthropic tool (type {kind!r}, or 'parameters' for 'input_schema')"
-            )
-        if kind == "custom":
-            tools.append({"type": "function", "function": {_RENAME.get(k, k): x for k, x in t.items()}})
-        else:
-            tools.append({"type": kind, kind: {k: x for k, x in t.items() if k != "type"}})
-    return tuple(tools)
+    return tuple(_tool(t, f"{where}[{i}]") for i, t in enumerate(() if v is None else objects(v, where)))
+
+
+def _tool(t: Json, where: str) -> Mapping[str, Any]:
+    """Client tools (untyped or ``custom``) in the Chat function shape; typed ones as ``typed_tool``."""
+    kind = t.get("type", "custom")
+    if kind in ("function", "custom") and ("parameters" in t or kind == "function"):
+        raise Bad(f"{where} is not an Anthropic tool (type 'function', or 'parameters' for 'input_schema')")
+    if kind != "custom":
+        return typed_tool(t, where)
+    return {"type": "function", "function": {_RENAME.get(k, k): x for k, x in t.items()}}
 
 
 _RENAME = {"input_schema": "parameters", "parameters": "input_schema"}
@@ -141,16 +151,13 @@ def _tools_wire(tools: Sequence[Mapping[str, Any]], where: str = "tools") -> lis
 
 
 def _tool_wire(t: Mapping[str, Any], where: str) -> Json:
-    kind = t.get("type")
-    body = t.get(kind) if isinstance(kind, str) and set(t) == {"type", kind} else None
-    if isinstance(body, Mapping):
-        if kind == "function" and body.get("type", "custom") == "custom" and "input_schema" not in body:
-            return {_RENAME.get(k, k): x for k, x in body.items()}
-        if kind not in ("type", "function", "custom") and "type" not in body:
-            return {"type": kind, **body}
-    raise Bad(
-        f"{where} has no Anthropic form (Chat-shaped function or {{'type': T, T: {{...}}}}): {dict(t)!r:.200}"
-    )
+    fn = t.get("function") if set(t) == {"type", "function"} and t["type"] == "function" else None
+    if isinstance(fn, Mapping) and fn.get("type", "custom") == "custom" and "input_schema" not in fn:
+        return {_RENAME.get(k, k): x for k, x in fn.items()}
+    if t.get("type") not in ("function", "custom") and (wire := typed_tool_wire(t)) is not None:
+        return wire
+    shape = "a Chat-shaped function or {'type': T, T: {...}}"
+    raise Bad(f"{where} has no Anthropic form (expected {shape}): {dict(t)!r:.200}")
 
 
 # --- assistant content -----------------------------------------------------------------------
@@ -319,10 +326,6 @@ def _messages_wire(messages: Sequence[Message], where: str = "messages") -> list
 # --- requests --------------------------------------------------------------------------------
 
 
-def _metadata(v: object, where: str = METADATA_KEY) -> Mapping[str, Any]:
-    return {} if v is None else dict(obj(v, where))
-
-
 def _request_fields(req: LLMRequest) -> Json:
     s = req.sampling
     fields = {"model": req.model, "system": req.system_prompt, "messages": _messages_wire(req.messages)}
@@ -365,11 +368,9 @@ def _request(body: Mapping[str, Any]) -> LLMRequest:
         ),
         model=opt_str(b.get("model"), "model"),
         prompt_token_ids=opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
-        metadata=_metadata(b.get(METADATA_KEY)),
+        metadata=opt_obj(b.get(METADATA_KEY)),
     )
-    rest = residual(b, _request_fields(req))
-    sampling = replace(req.sampling, extra={k: v for k, v in rest.items() if k in SAMPLING_KEYS})
-    return replace(req, sampling=sampling, extra={k: v for k, v in rest.items() if k not in SAMPLING_KEYS})
+    return with_rest(req, residual(b, _request_fields(req)), SAMPLING_KEYS)
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -460,7 +461,7 @@ def _response(body: object) -> LLMResponse:
 _PARSERS: Mapping[str, Any] = {
     "model": opt_id, "system": _system, "messages": _messages, "tools": _tools, "temperature": opt_num,
     "top_p": opt_num, "max_tokens": opt_int, "stop_sequences": opt_strs, "seed": opt_int,
-    PROMPT_TOKEN_IDS_KEY: opt_ints, METADATA_KEY: _metadata, "content": _blocks, "name": opt_str,
+    PROMPT_TOKEN_IDS_KEY: opt_ints, METADATA_KEY: opt_obj, "content": _blocks, "name": opt_str,
     "tool_call_id": opt_str, "tool_use_id": opt_str, "id": opt_id, "stop_reason": _finish,
     "usage": _usage, COST_KEY: opt_num, TOKEN_IDS_KEY: opt_ints, LOGPROBS_KEY: opt_nums,
     "input_tokens": opt_int, "output_tokens": opt_int,

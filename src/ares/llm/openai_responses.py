@@ -21,6 +21,10 @@ Requests (``POST /responses``) read into the neutral shapes every dialect shares
   the Chat shape ``{"type": "function", "function": {"name", "description", "parameters", "strict"}}``.
 - ``max_output_tokens`` is ``sampling.max_tokens``.
 
+Rendering a request raises ``LLMError`` for what the API cannot hold: tool calls on a
+non-assistant message, a ``ToolCall.type`` other than ``function``/``custom``, a tool not in the
+Chat shape above.
+
 Responses (a ``response`` object): the ``output_text`` of message items is ``content``, function
 calls are ``tool_calls``, ``output_text.logprobs`` are ``logprobs``, the reasoning items are kept
 verbatim in ``LLMResponse.extra["ares_reasoning"]`` (``reasoning_text`` reads their text).
@@ -29,7 +33,8 @@ verbatim in ``LLMResponse.extra["ares_reasoning"]`` (``reasoning_text`` reads th
 ``in_progress`` -> None; other statuses pass through. Usage: ``input_tokens`` / ``output_tokens``
 are ``prompt_tokens`` / ``completion_tokens``; the details (cached, reasoning tokens) stay in
 ``Usage.extra``. A missing ``id``/``model``/item id is written as ``""`` and ``""`` reads back as
-None (the SDK requires strings there).
+None (the SDK requires strings there); like openai_chat, the keys a complete object always has
+(``created_at``, ``tools``...) are written even when a parsed original lacked them.
 
 ARES extension keys (``strip_extensions`` removes them, including the item-level one):
 
@@ -64,12 +69,16 @@ from ares.llm._wire import (
     opt_ints,
     opt_num,
     opt_nums,
+    opt_obj,
     opt_str,
     opt_strs,
     own,
     residual,
     seq,
     some,
+    typed_tool,
+    typed_tool_wire,
+    with_rest,
 )
 from ares.llm.types import LLMRequest, LLMResponse, Message, Role, SamplingParams, ToolCall, Usage
 
@@ -105,10 +114,11 @@ def reasoning_text(resp: LLMResponse) -> str | None:
     items = [i for i in resp.extra.get(REASONING_KEY, ()) if isinstance(i, Mapping)]
     if not items:
         return None
-    raw = [p.get("text", "") for i in items for p in i.get("content") or ()]
-    return (
-        "".join(raw) if raw else "\n\n".join(p.get("text", "") for i in items for p in i.get("summary") or ())
-    )
+
+    def texts(key: str) -> list[str]:
+        return [str(p.get("text", "")) for i in items for p in i.get(key) or () if isinstance(p, Mapping)]
+
+    return "".join(raw) if (raw := texts("content")) else "\n\n".join(texts("summary"))
 
 
 # --- content parts and tools -----------------------------------------------------------------
@@ -128,26 +138,15 @@ def _parts_wire(content: str | tuple[Mapping[str, Any], ...] | None, role: str) 
 
 
 def _tools(v: object, where: str = "tools") -> tuple[Mapping[str, Any], ...]:
-    tools = []
-    for i, t in enumerate(() if v is None else objects(v, where)):
-        kind = check(t.pop("type", None), f"{where}[{i}].type", "a string")
-        if kind == "type":
-            raise Bad(f"{where}[{i}].type must not be 'type'")
-        tools.append({"type": kind, kind: t})
-    return tuple(tools)
+    return tuple(typed_tool(t, f"{where}[{i}]") for i, t in enumerate(() if v is None else objects(v, where)))
 
 
 def _tools_wire(tools: Sequence[Mapping[str, Any]], where: str = "tools") -> list[Json]:
-    wire = []
-    for i, t in enumerate(tools):
-        kind = t.get("type")
-        body = t.get(kind) if isinstance(kind, str) and kind != "type" and set(t) == {"type", kind} else None
-        if not isinstance(body, Mapping) or "type" in body:
-            raise Bad(
-                f"{where}[{i}] must have the Chat shape {{'type': T, T: {{...}}}}, got {dict(t)!r:.200}"
-            )
-        wire.append({"type": kind, **body})
-    return wire
+    wire = [typed_tool_wire(t) for t in tools]
+    if (i := next((i for i, t in enumerate(wire) if t is None), None)) is not None:
+        shape = "the Chat shape {'type': T, T: {...}}"
+        raise Bad(f"{where}[{i}] must have {shape}, got {dict(tools[i])!r:.200}")
+    return cast(list[Json], wire)
 
 
 # --- input items -----------------------------------------------------------------------------
@@ -276,7 +275,7 @@ def _items(m: Message, where: str) -> list[Json]:
     if m.role != "assistant":
         return [item]
     reasoning = [dict(r) for r in objects(m.extra.get(REASONING_KEY, ()), f"{where}.extra.{REASONING_KEY}")]
-    rests = m.extra.get(CALLS_KEY, ())
+    rests = objects(m.extra.get(CALLS_KEY, ()), f"{where}.extra.{CALLS_KEY}")
     calls = [
         merge(rests[j] if j < len(rests) else {}, _call_wire(c, f"{where}.tool_calls[{j}]"), _ITEM_PARSERS)
         for j, c in enumerate(m.tool_calls)
@@ -297,10 +296,6 @@ def _input_wire(messages: Sequence[Message], where: str = "messages") -> list[Js
 
 
 # --- requests --------------------------------------------------------------------------------
-
-
-def _metadata(v: object, where: str = METADATA_KEY) -> Mapping[str, Any]:
-    return {} if v is None else dict(obj(v, where))
 
 
 def _request_fields(req: LLMRequest) -> Json:
@@ -349,11 +344,9 @@ def _request(body: Mapping[str, Any]) -> LLMRequest:
         ),
         model=opt_str(b.get("model"), "model"),
         prompt_token_ids=opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
-        metadata=_metadata(b.get(METADATA_KEY)),
+        metadata=opt_obj(b.get(METADATA_KEY)),
     )
-    rest = residual(b, _request_fields(req))
-    sampling = replace(req.sampling, extra={k: v for k, v in rest.items() if k in SAMPLING_KEYS})
-    return replace(req, sampling=sampling, extra={k: v for k, v in rest.items() if k not in SAMPLING_KEYS})
+    return with_rest(req, residual(b, _request_fields(req)), SAMPLING_KEYS)
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -499,7 +492,7 @@ _ITEM_PARSERS: Mapping[str, Any] = {
 _PARSERS: Mapping[str, Any] = {
     "model": opt_str, "instructions": opt_str, "input": _input, "tools": _tools, "temperature": opt_num,
     "top_p": opt_num, "max_output_tokens": opt_int, "stop": opt_strs, "seed": opt_int,
-    PROMPT_TOKEN_IDS_KEY: opt_ints, METADATA_KEY: _metadata,
+    PROMPT_TOKEN_IDS_KEY: opt_ints, METADATA_KEY: opt_obj,
 }
 _RESPONSE_PARSERS: Mapping[str, Any] = {
     "id": opt_id, "model": opt_id, "output": _summary, "usage": _usage, COST_KEY: opt_num,
