@@ -14,14 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ares.agents import resumable
 from ares.agents.bash_parser import FormatError, parse_action
 from ares.agents.rendering import combine_output as combine_output
 from ares.agents.rendering import command_output, compile_template, default_template, render
 from ares.agents.rendering import limit_note as limit_note
 from ares.agents.rendering import truncate_middle as truncate_middle
-from ares.errors import AgentError
 from ares.llm.interceptor import LLMClient
-from ares.llm.openai_chat import request_from_openai, request_to_openai
 from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, assistant, user
 from ares.sandbox.base import ExecResult, Sandbox
 from ares.tasks.model import Task
@@ -97,27 +96,16 @@ class BashAgent:
 
     def state(self) -> dict[str, Any]:
         """The agent as it waits for its LLM: the pending request (its whole conversation) and counters."""
-        if self._pending is None:
-            raise AgentError("the bash agent has no pending LLM call: its state exists only between steps")
-        return {
-            "agent": "bash",
-            "version": self.STATE_VERSION,
-            "turn": self._turn,
-            "format_errors": self._format_errors,
-            "request": request_to_openai(self._pending),
-        }
+        return resumable.save_state(
+            "bash", self.STATE_VERSION, self._pending, self._turn, self._format_errors
+        )
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Resume from ``state()`` on the next ``run()`` (before it starts)."""
-        if state.get("agent") != "bash" or state.get("version") != self.STATE_VERSION:
-            raise AgentError(
-                f"not a bash agent state of version {self.STATE_VERSION}: "
-                f"agent={state.get('agent')!r} version={state.get('version')!r}"
-            )
-        request = request_from_openai(state["request"])
-        self._messages = list(request.messages)
-        self._turn = int(state["turn"])
-        self._format_errors = int(state["format_errors"])
+        saved = resumable.load_state("bash", self.STATE_VERSION, state)
+        self._messages = list(saved.messages)
+        self._turn = saved.turn
+        self._format_errors = saved.format_errors
 
     async def run(self) -> None:
         """Loop until submit, too many format errors, or the step limit. LLM and sandbox errors propagate."""

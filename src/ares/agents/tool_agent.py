@@ -18,12 +18,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ares.agents import resumable
 from ares.agents.bash import ExitStatus
 from ares.agents.file_tool import FILE_TOOL, FILE_TOOL_SCHEMA, FileTool, ToolCallError
 from ares.agents.rendering import command_output, compile_template, default_template, render
-from ares.errors import AgentError
 from ares.llm.interceptor import LLMClient
-from ares.llm.openai_chat import request_from_openai, request_to_openai
 from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, ToolCall, assistant, user
 from ares.sandbox.base import Sandbox
 from ares.tasks.model import Task
@@ -135,26 +134,16 @@ class ToolAgent:
 
     def state(self) -> dict[str, Any]:
         """The agent as it waits for its LLM: the pending request (its whole conversation) and counters."""
-        if self._pending is None:
-            raise AgentError("the tool agent has no pending LLM call: its state exists only between steps")
-        return {
-            "agent": "tool",
-            "version": self.STATE_VERSION,
-            "turn": self._turn,
-            "format_errors": self._format_errors,
-            "request": request_to_openai(self._pending),
-        }
+        return resumable.save_state(
+            "tool", self.STATE_VERSION, self._pending, self._turn, self._format_errors
+        )
 
     def load_state(self, state: Mapping[str, Any]) -> None:
         """Resume from ``state()`` on the next ``run()`` (before it starts)."""
-        if state.get("agent") != "tool" or state.get("version") != self.STATE_VERSION:
-            raise AgentError(
-                f"not a tool agent state of version {self.STATE_VERSION}: "
-                f"agent={state.get('agent')!r} version={state.get('version')!r}"
-            )
-        self._messages = list(request_from_openai(state["request"]).messages)
-        self._turn = int(state["turn"])
-        self._format_errors = int(state["format_errors"])
+        saved = resumable.load_state("tool", self.STATE_VERSION, state)
+        self._messages = list(saved.messages)
+        self._turn = saved.turn
+        self._format_errors = saved.format_errors
 
     async def run(self) -> None:
         """Loop until submit, too many unusable replies or the step limit; LLM and sandbox errors raise."""
