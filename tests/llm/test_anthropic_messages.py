@@ -10,6 +10,20 @@ import anthropic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from wire_kit import (
+    EXTRAS,
+    FLOAT,
+    INT,
+    JSON,
+    OPT_TEXT,
+    TEXT,
+    assert_rejects,
+    assert_value_round_trips,
+    llm_requests,
+    llm_responses,
+    optional,
+    with_reasoning,
+)
 
 from ares.errors import LLMError, MalformedResponseError
 from ares.llm.anthropic_messages import (
@@ -272,9 +286,9 @@ def test_extension_keys_travel_and_strip_removes_them() -> None:
     ],
 )
 def test_requests_the_messages_api_cannot_express_raise(req: LLMRequest, where: str) -> None:
-    with pytest.raises(LLMError, match="cannot render the request for the Anthropic Messages API") as info:
-        request_to_anthropic(req)
-    assert where in str(info.value)
+    assert_rejects(
+        request_to_anthropic, req, LLMError, "cannot render the request for the Anthropic Messages API", where
+    )
 
 
 @pytest.mark.parametrize(
@@ -308,9 +322,7 @@ def test_requests_the_messages_api_cannot_express_raise(req: LLMRequest, where: 
     ],
 )
 def test_malformed_request_bodies_raise_llm_error(body: Any, where: str) -> None:
-    with pytest.raises(LLMError, match="malformed Anthropic Messages request") as info:
-        request_from_anthropic(body)
-    assert where in str(info.value)
+    assert_rejects(request_from_anthropic, body, LLMError, "malformed Anthropic Messages request", where)
 
 
 # --- responses ------------------------------------------------------------------------------------
@@ -458,9 +470,9 @@ def test_tool_calls_without_an_object_input_do_not_render(call: ToolCall) -> Non
     ],
 )
 def test_malformed_responses_raise(body: Any, where: str) -> None:
-    with pytest.raises(MalformedResponseError, match="malformed Anthropic Messages response") as info:
-        response_from_anthropic(body)
-    assert where in str(info.value)
+    assert_rejects(
+        response_from_anthropic, body, MalformedResponseError, "malformed Anthropic Messages response", where
+    )
 
 
 # --- cross-dialect --------------------------------------------------------------------------------
@@ -501,108 +513,57 @@ def test_one_neutral_response_reads_back_the_same_in_every_dialect(resp: LLMResp
 
 # --- properties -----------------------------------------------------------------------------------
 
-_text = st.text(max_size=8)
-_opt_text = st.none() | _text
-_json_scalar = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text
-_json_scalar |= st.floats(allow_nan=False, allow_infinity=False)
-_json = st.recursive(
-    _json_scalar, lambda c: st.lists(c, max_size=3) | st.dictionaries(_text, c, max_size=3), max_leaves=6
-)
-_extras = st.dictionaries(st.text("abcdef_", min_size=1, max_size=5).map("x_".__add__), _json, max_size=2)
-_float = st.none() | st.floats(allow_nan=False, allow_infinity=False)
-_int = st.none() | st.integers(-(2**40), 2**40)
-_ints = st.none() | st.lists(st.integers(0, 2**20), max_size=4).map(tuple)
-_json_object = st.dictionaries(_text, _json, max_size=3)
+_json_object = st.dictionaries(TEXT, JSON, max_size=3)
 _compact = _json_object.map(lambda o: json.dumps(o, ensure_ascii=False, separators=(",", ":")))
-_calls = st.lists(st.builds(ToolCall, _text, _text, _compact), max_size=2).map(tuple)
-_block = st.fixed_dictionaries({"type": st.just("text"), "text": _text}) | st.fixed_dictionaries(
-    {"type": st.just("image"), "source": st.fixed_dictionaries({"type": st.just("url"), "url": _text})}
+_call = st.builds(ToolCall, TEXT, TEXT, _compact)
+_calls = st.lists(_call, max_size=2).map(tuple)
+_block = st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}) | st.fixed_dictionaries(
+    {"type": st.just("image"), "source": st.fixed_dictionaries({"type": st.just("url"), "url": TEXT})}
 )
 _blocks = st.lists(_block, max_size=2).map(tuple)
-_thinking = st.fixed_dictionaries({"type": st.just("thinking"), "thinking": _text, "signature": _text})
-_thinking |= st.fixed_dictionaries({"type": st.just("redacted_thinking"), "data": _text})
-_assistant_extra = _extras | st.builds(
-    lambda e, r: {**e, REASONING_KEY: r}, _extras, st.lists(_thinking, min_size=1, max_size=2)
-)
+_thinking = st.fixed_dictionaries({"type": st.just("thinking"), "thinking": TEXT, "signature": TEXT})
+_thinking |= st.fixed_dictionaries({"type": st.just("redacted_thinking"), "data": TEXT})
+_assistant_extra = with_reasoning(_thinking, REASONING_KEY)
 _message = st.one_of(
-    st.builds(Message, st.just("user"), _text | _blocks, st.just(()), _opt_text, _opt_text, _extras),
-    st.builds(
-        Message, st.just("tool"), st.none() | _text | _blocks, st.just(()), _opt_text, _opt_text, _extras
-    ),
-    st.builds(Message, st.just("assistant"), _opt_text, _calls, _opt_text, _opt_text, _assistant_extra),
+    st.builds(Message, st.just("user"), TEXT | _blocks, st.just(()), OPT_TEXT, OPT_TEXT, EXTRAS),
+    st.builds(Message, st.just("tool"), st.none() | TEXT | _blocks, st.just(()), OPT_TEXT, OPT_TEXT, EXTRAS),
+    st.builds(Message, st.just("assistant"), OPT_TEXT, _calls, OPT_TEXT, OPT_TEXT, _assistant_extra),
 )
 _tool = st.fixed_dictionaries(
     {
         "type": st.just("function"),
-        "function": st.dictionaries(st.sampled_from(["name", "parameters", "x"]), _json),
+        "function": st.dictionaries(st.sampled_from(["name", "parameters", "x"]), JSON),
     }
 ) | st.fixed_dictionaries(
-    {"type": st.just("bash_20250124"), "bash_20250124": st.fixed_dictionaries({"name": _text})}
+    {"type": st.just("bash_20250124"), "bash_20250124": st.fixed_dictionaries({"name": TEXT})}
 )
-_request = st.builds(
-    LLMRequest,
-    messages=st.lists(_message, max_size=5).map(tuple),
-    system_prompt=_opt_text,
-    tools=st.lists(_tool, max_size=2).map(tuple),
-    sampling=st.builds(
-        SamplingParams,
-        temperature=_float,
-        top_p=_float,
-        max_tokens=_int,
-        stop=st.none() | st.lists(_text, max_size=2).map(tuple),
-        seed=_int,
-        extra=st.dictionaries(st.sampled_from(["top_k", "thinking"]), _json),
-    ),
-    model=_opt_text,
-    prompt_token_ids=_ints,
-    metadata=st.dictionaries(_text, _json, max_size=2),
-    extra=_extras,
-)
-_response = st.builds(
-    LLMResponse,
-    content=_opt_text,
-    tool_calls=_calls,
-    finish_reason=st.none() | st.sampled_from(["stop", "length", "tool_calls", "content_filter"]) | _text,
-    usage=st.none() | st.builds(Usage, st.integers(0, 10**6), st.integers(0, 10**6), _extras),
-    cost=_float,
-    model=st.none() | st.text(min_size=1, max_size=8),
-    id=st.none() | st.text(min_size=1, max_size=8),
-    token_ids=_ints,
-    logprobs=st.none() | st.lists(st.floats(max_value=0, allow_nan=False), max_size=4).map(tuple),
+_request = llm_requests(messages=_message, max_messages=5, tools=_tool, sampling_extra=["top_k", "thinking"])
+_response = llm_responses(
+    tool_calls=_call,
     extra=_assistant_extra,
 )
-
-
-def _via_json(body: dict[str, Any]) -> Any:
-    return json.loads(json.dumps(body))
 
 
 @settings(max_examples=300)
 @given(_request)
 def test_request_round_trip_property(req: LLMRequest) -> None:
-    assert request_from_anthropic(request_to_anthropic(req)) == req
-    assert request_from_anthropic(_via_json(request_to_anthropic(req))) == req
+    assert_value_round_trips(req, request_to_anthropic, request_from_anthropic)
 
 
 @settings(max_examples=300)
 @given(_response)
 def test_response_round_trip_property(resp: LLMResponse) -> None:
-    assert response_from_anthropic(response_to_anthropic(resp)) == resp
-    assert response_from_anthropic(_via_json(response_to_anthropic(resp))) == resp
+    assert_value_round_trips(resp, response_to_anthropic, response_from_anthropic)
 
 
-def _optional(required: dict[str, Any], optional: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries(required, optional=optional)
-
-
-_wire_text = _optional({"type": st.just("text"), "text": _text}, {"citations": st.none() | st.just([])})
-_wire_tool_use = _optional(
-    {"type": st.just("tool_use"), "id": _text, "name": _text, "input": _json_object}, {"caller": _json}
+_wire_text = optional({"type": st.just("text"), "text": TEXT}, {"citations": st.none() | st.just([])})
+_wire_tool_use = optional(
+    {"type": st.just("tool_use"), "id": TEXT, "name": TEXT, "input": _json_object}, {"caller": JSON}
 )
-_wire_result = _optional(
-    {"type": st.just("tool_result"), "tool_use_id": _text},
+_wire_result = optional(
+    {"type": st.just("tool_result"), "tool_use_id": TEXT},
     {
-        "content": _text | st.lists(_block, max_size=2),
+        "content": TEXT | st.lists(_block, max_size=2),
         "is_error": st.booleans(),
         "cache_control": st.just({"type": "ephemeral"}),
     },
@@ -611,60 +572,57 @@ _wire_assistant_block = st.one_of(
     _wire_text,
     _wire_tool_use,
     _thinking,
-    st.fixed_dictionaries({"type": st.just("server_tool_use"), "id": _text}),
+    st.fixed_dictionaries({"type": st.just("server_tool_use"), "id": TEXT}),
 )
 _wire_message = st.one_of(
-    _optional(
-        {"role": st.just("user"), "content": _text | st.lists(_wire_result | _block, max_size=4)},
-        {"x_k": _json},
+    optional(
+        {"role": st.just("user"), "content": TEXT | st.lists(_wire_result | _block, max_size=4)},
+        {"x_k": JSON},
     ),
-    _optional(
-        {"role": st.just("assistant"), "content": _text | st.lists(_wire_assistant_block, max_size=4)}, {}
+    optional(
+        {"role": st.just("assistant"), "content": TEXT | st.lists(_wire_assistant_block, max_size=4)}, {}
     ),
 )
 _wire_tool = st.one_of(
-    _optional(
-        {"name": _text, "input_schema": _json_object}, {"description": _text, "type": st.just("custom")}
-    ),
-    _optional({"type": st.just("web_search_20250305"), "name": _text}, {"max_uses": st.integers(1, 9)}),
+    optional({"name": TEXT, "input_schema": _json_object}, {"description": TEXT, "type": st.just("custom")}),
+    optional({"type": st.just("web_search_20250305"), "name": TEXT}, {"max_uses": st.integers(1, 9)}),
 )
-_wire_body = _optional(
+_wire_body = optional(
     {"messages": st.lists(_wire_message, max_size=5)},
     {
-        "model": _opt_text,
-        "max_tokens": _int,
-        "system": _text
-        | st.lists(_optional({"type": st.just("text"), "text": _text}, {"cache_control": _json})),
+        "model": OPT_TEXT,
+        "max_tokens": INT,
+        "system": TEXT | st.lists(optional({"type": st.just("text"), "text": TEXT}, {"cache_control": JSON})),
         "tools": st.lists(_wire_tool, max_size=2),
-        "temperature": _float | st.integers(0, 1),
-        "top_p": _float,
-        "top_k": _int,
-        "stop_sequences": st.lists(_text, max_size=2),
-        "thinking": _json,
+        "temperature": FLOAT | st.integers(0, 1),
+        "top_p": FLOAT,
+        "top_k": INT,
+        "stop_sequences": st.lists(TEXT, max_size=2),
+        "thinking": JSON,
         "stream": st.booleans(),
-        "metadata": _json,
+        "metadata": JSON,
     },
 )
-_wire_response = _optional(
+_wire_response = optional(
     {
-        "id": _text,
+        "id": TEXT,
         "type": st.just("message"),
         "role": st.just("assistant"),
-        "model": _text,
+        "model": TEXT,
         "content": st.lists(_wire_assistant_block, max_size=4),
         "stop_reason": st.none()
         | st.sampled_from(["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"]),
-        "stop_sequence": _opt_text,
-        "usage": _optional(
+        "stop_sequence": OPT_TEXT,
+        "usage": optional(
             {"input_tokens": st.integers(0, 99), "output_tokens": st.integers(0, 99)},
             {
                 "cache_creation_input_tokens": st.none() | st.integers(0, 99),
                 "cache_read_input_tokens": st.none() | st.integers(0, 99),
-                "service_tier": _text,
+                "service_tier": TEXT,
             },
         ),
     },
-    {"container": _json, "ares_cost": _float, "x_vendor": _json},
+    {"container": JSON, "ares_cost": FLOAT, "x_vendor": JSON},
 )
 
 

@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from wire_kit import (
+    EXTRAS,
+    FLOAT,
+    INT,
+    JSON,
+    OPENAI_TOOL_CALL,
+    OPT_TEXT,
+    TEXT,
+    assert_rejects,
+    assert_value_round_trips,
+    llm_requests,
+    llm_responses,
+    optional,
+)
 
 from ares.errors import LLMError, MalformedResponseError
 from ares.llm.openai_chat import (
@@ -225,9 +238,7 @@ def test_message_extra_and_null_content_survive() -> None:
     ],
 )
 def test_malformed_request_bodies_raise_llm_error(body: Any, where: str) -> None:
-    with pytest.raises(LLMError, match="malformed OpenAI chat completion request") as info:
-        request_from_openai(body)
-    assert where in str(info.value)
+    assert_rejects(request_from_openai, body, LLMError, "malformed OpenAI chat completion request", where)
 
 
 # --- responses ------------------------------------------------------------------------------------
@@ -302,125 +313,76 @@ def test_provider_total_tokens_and_more_choices_are_kept() -> None:
     ],
 )
 def test_malformed_responses_raise(body: Any, where: str) -> None:
-    with pytest.raises(MalformedResponseError, match="malformed OpenAI chat completion response") as info:
-        response_from_openai(body)
-    assert where in str(info.value)
+    assert_rejects(
+        response_from_openai, body, MalformedResponseError, "malformed OpenAI chat completion response", where
+    )
 
 
 # --- properties -----------------------------------------------------------------------------------
 
-_text = st.text(max_size=8)
-_opt_text = st.none() | _text
-_json_scalar = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text
-_json_scalar |= st.floats(allow_nan=False, allow_infinity=False)
-_json = st.recursive(
-    _json_scalar, lambda c: st.lists(c, max_size=3) | st.dictionaries(_text, c, max_size=3), max_leaves=6
+_part = st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}) | st.fixed_dictionaries(
+    {"type": st.just("image_url"), "image_url": st.fixed_dictionaries({"url": TEXT})}
 )
-_extras = st.dictionaries(st.text("abcdef_", min_size=1, max_size=5).map("x_".__add__), _json, max_size=2)
-_float = st.none() | st.floats(allow_nan=False, allow_infinity=False)
-_int = st.none() | st.integers(-(2**40), 2**40)
-_ints = st.none() | st.lists(st.integers(0, 2**20), max_size=4).map(tuple)
-_part = st.fixed_dictionaries({"type": st.just("text"), "text": _text}) | st.fixed_dictionaries(
-    {"type": st.just("image_url"), "image_url": st.fixed_dictionaries({"url": _text})}
-)
-_tool_call = st.builds(ToolCall, _text, _text, _text, st.sampled_from(["function", "custom"]))
-_tool_calls = st.lists(_tool_call, max_size=2).map(tuple)
 _roles = st.sampled_from(["system", "developer", "user", "assistant", "tool"])
 _message = st.builds(
     Message,
     role=_roles,
-    content=st.none() | _text | st.lists(_part, max_size=2).map(tuple),
-    tool_calls=_tool_calls,
-    tool_call_id=_opt_text,
-    name=_opt_text,
-    extra=_extras,
+    content=st.none() | TEXT | st.lists(_part, max_size=2).map(tuple),
+    tool_calls=st.lists(OPENAI_TOOL_CALL, max_size=2).map(tuple),
+    tool_call_id=OPT_TEXT,
+    name=OPT_TEXT,
+    extra=EXTRAS,
 )
-_sampling_extra = st.dictionaries(st.sampled_from(["n", "top_k", "logprobs", "max_completion_tokens"]), _json)
-_request = st.builds(
-    LLMRequest,
-    messages=st.lists(_message | st.builds(system, _text), max_size=4).map(tuple),
-    system_prompt=_opt_text,
-    tools=st.lists(st.dictionaries(_text, _json, max_size=2), max_size=2).map(tuple),
-    sampling=st.builds(
-        SamplingParams,
-        temperature=_float,
-        top_p=_float,
-        max_tokens=_int,
-        stop=st.none() | st.lists(_text, max_size=2).map(tuple),
-        seed=_int,
-        extra=_sampling_extra,
-    ),
-    model=_opt_text,
-    prompt_token_ids=_ints,
-    metadata=st.dictionaries(_text, _json, max_size=2),
-    extra=_extras,
+_request = llm_requests(
+    messages=_message | st.builds(system, TEXT),
+    max_messages=4,
+    tools=st.dictionaries(TEXT, JSON, max_size=2),
+    sampling_extra=["n", "top_k", "logprobs", "max_completion_tokens"],
 )
-_response = st.builds(
-    LLMResponse,
-    content=_opt_text,
-    tool_calls=_tool_calls,
-    finish_reason=st.none() | st.sampled_from(["stop", "length", "tool_calls"]) | _text,
-    usage=st.none() | st.builds(Usage, st.integers(0, 10**6), st.integers(0, 10**6), _extras),
-    cost=_float,
-    model=st.none() | st.text(min_size=1, max_size=8),
-    id=st.none() | st.text(min_size=1, max_size=8),
-    token_ids=_ints,
-    logprobs=st.none() | st.lists(st.floats(max_value=0, allow_nan=False), max_size=4).map(tuple),
-    extra=_extras,
-)
-
-
-def _via_json(body: dict[str, Any]) -> Any:
-    return json.loads(json.dumps(body))
+_response = llm_responses(tool_calls=OPENAI_TOOL_CALL, finish_reasons=["stop", "length", "tool_calls"])
 
 
 @settings(max_examples=300)
 @given(_request)
 def test_request_round_trip_property(req: LLMRequest) -> None:
-    assert request_from_openai(request_to_openai(req)) == req
-    assert request_from_openai(_via_json(request_to_openai(req))) == req
+    assert_value_round_trips(req, request_to_openai, request_from_openai)
 
 
 @settings(max_examples=300)
 @given(_response)
 def test_response_round_trip_property(resp: LLMResponse) -> None:
-    assert response_from_openai(response_to_openai(resp)) == resp
-    assert response_from_openai(_via_json(response_to_openai(resp))) == resp
+    assert_value_round_trips(resp, response_to_openai, response_from_openai)
 
 
-def _optional(required: dict[str, Any], optional: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries(required, optional=optional)
-
-
-_wire_tool_call = _optional(
-    {"id": _text, "function": st.fixed_dictionaries({"name": _text, "arguments": _text})},
+_wire_tool_call = optional(
+    {"id": TEXT, "function": st.fixed_dictionaries({"name": TEXT, "arguments": TEXT})},
     {"type": st.sampled_from(["function", "custom"]), "index": st.integers(0, 3)},
 )
-_wire_message = _optional(
+_wire_message = optional(
     {"role": _roles},
     {
-        "content": st.none() | _text | st.lists(_part, max_size=2),
+        "content": st.none() | TEXT | st.lists(_part, max_size=2),
         "tool_calls": st.none() | st.lists(_wire_tool_call, max_size=2),
-        "tool_call_id": _opt_text,
-        "name": _opt_text,
-        "x_cache_control": _json,
+        "tool_call_id": OPT_TEXT,
+        "name": OPT_TEXT,
+        "x_cache_control": JSON,
     },
 )
-_wire_body = _optional(
+_wire_body = optional(
     {"messages": st.lists(_wire_message, max_size=4)},
     {
-        "model": _opt_text,
-        "tools": st.none() | st.lists(st.dictionaries(_text, _json, max_size=2), max_size=2),
-        "temperature": _float | st.integers(0, 2),
-        "top_p": _float,
-        "max_tokens": _int,
-        "stop": st.none() | _text | st.lists(_text, max_size=2),
-        "seed": _int,
-        "n": _json,
+        "model": OPT_TEXT,
+        "tools": st.none() | st.lists(st.dictionaries(TEXT, JSON, max_size=2), max_size=2),
+        "temperature": FLOAT | st.integers(0, 2),
+        "top_p": FLOAT,
+        "max_tokens": INT,
+        "stop": st.none() | TEXT | st.lists(TEXT, max_size=2),
+        "seed": INT,
+        "n": JSON,
         "stream": st.booleans(),
-        "response_format": _json,
+        "response_format": JSON,
         PROMPT_TOKEN_IDS_KEY: st.none() | st.lists(st.integers(0, 9), max_size=3),
-        METADATA_KEY: st.none() | st.dictionaries(_text, _json, max_size=2),
+        METADATA_KEY: st.none() | st.dictionaries(TEXT, JSON, max_size=2),
         NO_SYSTEM_PROMPT_KEY: st.none() | st.booleans(),
     },
 )
@@ -428,33 +390,33 @@ _wire_logprobs = st.none() | st.fixed_dictionaries(
     {
         "content": st.none()
         | st.lists(
-            _optional({"token": _text, "logprob": st.floats(max_value=0, allow_nan=False)}, {"bytes": _json}),
+            optional({"token": TEXT, "logprob": st.floats(max_value=0, allow_nan=False)}, {"bytes": JSON}),
             max_size=3,
         ),
         "refusal": st.none(),
     }
 )
-_wire_response = _optional(
+_wire_response = optional(
     {
-        "id": _text,
+        "id": TEXT,
         "object": st.sampled_from(["chat.completion", "chat.completion.x"]),
         "created": st.integers(0, 2**31),
-        "model": _text,
+        "model": TEXT,
         "choices": st.lists(
-            _optional(
+            optional(
                 {
                     "index": st.integers(0, 2),
-                    "message": _optional(
-                        {"role": st.just("assistant"), "content": _opt_text},
+                    "message": optional(
+                        {"role": st.just("assistant"), "content": OPT_TEXT},
                         {
                             "tool_calls": st.none() | st.lists(_wire_tool_call, max_size=2),
-                            "refusal": _opt_text,
+                            "refusal": OPT_TEXT,
                         },
                     ),
                     "logprobs": _wire_logprobs,
-                    "finish_reason": _opt_text,
+                    "finish_reason": OPT_TEXT,
                 },
-                {"token_ids": st.none() | st.lists(st.integers(0, 9), max_size=3), "stop_reason": _json},
+                {"token_ids": st.none() | st.lists(st.integers(0, 9), max_size=3), "stop_reason": JSON},
             ),
             min_size=1,
             max_size=2,
@@ -462,12 +424,12 @@ _wire_response = _optional(
     },
     {
         "usage": st.none()
-        | _optional(
+        | optional(
             {"prompt_tokens": st.integers(0, 99), "completion_tokens": st.integers(0, 99)},
-            {"total_tokens": st.integers(0, 300), "prompt_tokens_details": _json},
+            {"total_tokens": st.integers(0, 300), "prompt_tokens_details": JSON},
         ),
-        "system_fingerprint": _opt_text,
-        COST_KEY: _float,
+        "system_fingerprint": OPT_TEXT,
+        COST_KEY: FLOAT,
     },
 )
 

@@ -10,6 +10,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.responses import Response
+from wire_kit import (
+    EXTRAS,
+    FLOAT,
+    INT,
+    JSON,
+    OPENAI_TOOL_CALL,
+    OPT_TEXT,
+    TEXT,
+    assert_rejects,
+    assert_value_round_trips,
+    llm_requests,
+    llm_responses,
+    optional,
+    with_reasoning,
+)
 
 from ares.errors import LLMError, MalformedResponseError
 from ares.llm.openai_responses import (
@@ -261,9 +276,9 @@ def test_consecutive_assistant_messages_stay_apart_through_a_marker_strip_remove
     ],
 )
 def test_requests_the_responses_api_cannot_express_raise(req: LLMRequest, where: str) -> None:
-    with pytest.raises(LLMError, match="cannot render the request for the OpenAI Responses API") as info:
-        request_to_responses(req)
-    assert where in str(info.value)
+    assert_rejects(
+        request_to_responses, req, LLMError, "cannot render the request for the OpenAI Responses API", where
+    )
 
 
 @pytest.mark.parametrize(
@@ -286,9 +301,7 @@ def test_requests_the_responses_api_cannot_express_raise(req: LLMRequest, where:
     ],
 )
 def test_malformed_request_bodies_raise_llm_error(body: Any, where: str) -> None:
-    with pytest.raises(LLMError, match="malformed OpenAI Responses request") as info:
-        request_from_responses(body)
-    assert where in str(info.value)
+    assert_rejects(request_from_responses, body, LLMError, "malformed OpenAI Responses request", where)
 
 
 # --- responses ------------------------------------------------------------------------------------
@@ -415,126 +428,79 @@ def test_finish_reasons_status_cannot_express_travel_in_an_extension_key() -> No
     ],
 )
 def test_malformed_responses_raise(body: Any, where: str) -> None:
-    with pytest.raises(MalformedResponseError, match="malformed OpenAI Responses response") as info:
-        response_from_responses(body)
-    assert where in str(info.value)
+    assert_rejects(
+        response_from_responses, body, MalformedResponseError, "malformed OpenAI Responses response", where
+    )
 
 
 # --- properties -----------------------------------------------------------------------------------
 
-_text = st.text(max_size=8)
-_opt_text = st.none() | _text
-_json_scalar = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | _text
-_json_scalar |= st.floats(allow_nan=False, allow_infinity=False)
-_json = st.recursive(
-    _json_scalar, lambda c: st.lists(c, max_size=3) | st.dictionaries(_text, c, max_size=3), max_leaves=6
+_part = st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}) | st.fixed_dictionaries(
+    {"type": st.just("input_image"), "image_url": TEXT}
 )
-_extras = st.dictionaries(st.text("abcdef_", min_size=1, max_size=5).map("x_".__add__), _json, max_size=2)
-_float = st.none() | st.floats(allow_nan=False, allow_infinity=False)
-_int = st.none() | st.integers(-(2**40), 2**40)
-_ints = st.none() | st.lists(st.integers(0, 2**20), max_size=4).map(tuple)
-_part = st.fixed_dictionaries({"type": st.just("text"), "text": _text}) | st.fixed_dictionaries(
-    {"type": st.just("input_image"), "image_url": _text}
-)
-_content = st.none() | _text | st.lists(_part, max_size=2).map(tuple)
-_calls = st.lists(
-    st.builds(ToolCall, _text, _text, _text, st.sampled_from(["function", "custom"])), max_size=2
-)
+_content = st.none() | TEXT | st.lists(_part, max_size=2).map(tuple)
 _reasoning_item = st.fixed_dictionaries(
-    {"type": st.just("reasoning"), "id": _text, "summary": st.lists(_json, max_size=2)},
-    optional={"encrypted_content": _text},
+    {"type": st.just("reasoning"), "id": TEXT, "summary": st.lists(JSON, max_size=2)},
+    optional={"encrypted_content": TEXT},
 )
-_assistant_extra = _extras | st.builds(
-    lambda e, r: {**e, REASONING_KEY: r}, _extras, st.lists(_reasoning_item, min_size=1, max_size=2)
-)
+_assistant_extra = with_reasoning(_reasoning_item, REASONING_KEY)
 _roles = st.sampled_from(["system", "developer", "user"])
 _message = st.one_of(
-    st.builds(Message, _roles, _content, st.just(()), _opt_text, _opt_text, _extras),
-    st.builds(Message, st.just("tool"), _content, st.just(()), _opt_text, _opt_text, _extras),
+    st.builds(Message, _roles, _content, st.just(()), OPT_TEXT, OPT_TEXT, EXTRAS),
+    st.builds(Message, st.just("tool"), _content, st.just(()), OPT_TEXT, OPT_TEXT, EXTRAS),
     st.builds(
-        Message, st.just("assistant"), _content, _calls.map(tuple), _opt_text, _opt_text, _assistant_extra
+        Message,
+        st.just("assistant"),
+        _content,
+        st.lists(OPENAI_TOOL_CALL, max_size=2).map(tuple),
+        OPT_TEXT,
+        OPT_TEXT,
+        _assistant_extra,
     ),
-    st.builds(
-        lambda i: Message("assistant", extra={"ares_item": {"type": "item_reference", "id": i}}), _text
-    ),
+    st.builds(lambda i: Message("assistant", extra={"ares_item": {"type": "item_reference", "id": i}}), TEXT),
 )
 _tool = st.sampled_from(["function", "custom", "web_search"]).flatmap(
     lambda t: st.fixed_dictionaries(
-        {"type": st.just(t), t: st.dictionaries(st.sampled_from(["name", "x"]), _json)}
+        {"type": st.just(t), t: st.dictionaries(st.sampled_from(["name", "x"]), JSON)}
     )
 )
-_request = st.builds(
-    LLMRequest,
-    messages=st.lists(_message, max_size=5).map(tuple),
-    system_prompt=_opt_text,
-    tools=st.lists(_tool, max_size=2).map(tuple),
-    sampling=st.builds(
-        SamplingParams,
-        temperature=_float,
-        top_p=_float,
-        max_tokens=_int,
-        stop=st.none() | st.lists(_text, max_size=2).map(tuple),
-        seed=_int,
-        extra=st.dictionaries(st.sampled_from(["top_logprobs", "reasoning"]), _json),
-    ),
-    model=_opt_text,
-    prompt_token_ids=_ints,
-    metadata=st.dictionaries(_text, _json, max_size=2),
-    extra=_extras,
+_request = llm_requests(
+    messages=_message, max_messages=5, tools=_tool, sampling_extra=["top_logprobs", "reasoning"]
 )
-_response = st.builds(
-    LLMResponse,
-    content=_opt_text,
-    tool_calls=_calls.map(tuple),
-    finish_reason=st.none() | st.sampled_from(["stop", "length", "tool_calls", "content_filter"]) | _text,
-    usage=st.none() | st.builds(Usage, st.integers(0, 10**6), st.integers(0, 10**6), _extras),
-    cost=_float,
-    model=st.none() | st.text(min_size=1, max_size=8),
-    id=st.none() | st.text(min_size=1, max_size=8),
-    token_ids=_ints,
-    logprobs=st.none() | st.lists(st.floats(max_value=0, allow_nan=False), max_size=4).map(tuple),
+_response = llm_responses(
+    tool_calls=OPENAI_TOOL_CALL,
     extra=_assistant_extra,
 )
-
-
-def _via_json(body: dict[str, Any]) -> Any:
-    return json.loads(json.dumps(body))
 
 
 @settings(max_examples=300)
 @given(_request)
 def test_request_round_trip_property(req: LLMRequest) -> None:
-    assert request_from_responses(request_to_responses(req)) == req
-    assert request_from_responses(_via_json(request_to_responses(req))) == req
+    assert_value_round_trips(req, request_to_responses, request_from_responses)
 
 
 @settings(max_examples=300)
 @given(_response)
 def test_response_round_trip_property(resp: LLMResponse) -> None:
-    assert response_from_responses(response_to_responses(resp)) == resp
-    assert response_from_responses(_via_json(response_to_responses(resp))) == resp
-
-
-def _optional(required: dict[str, Any], optional: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries(required, optional=optional)
+    assert_value_round_trips(resp, response_to_responses, response_from_responses)
 
 
 _text_types = st.sampled_from(["input_text", "output_text", "text"])
 _wire_part = st.one_of(
-    _optional({"type": _text_types, "text": _text}, {"annotations": _json}),
-    _optional({"type": st.just("input_image"), "image_url": _text}, {"detail": _text}),
-    st.fixed_dictionaries({"type": st.just("refusal"), "refusal": _text}),
+    optional({"type": _text_types, "text": TEXT}, {"annotations": JSON}),
+    optional({"type": st.just("input_image"), "image_url": TEXT}, {"detail": TEXT}),
+    st.fixed_dictionaries({"type": st.just("refusal"), "refusal": TEXT}),
 )
-_wire_content = _text | st.lists(_wire_part, max_size=2)
-_ids = {"id": _text, "status": st.sampled_from(["completed", "incomplete"])}
-_wire_call = _optional(
-    {"type": st.just("function_call"), "call_id": _text, "name": _text, "arguments": _text}, _ids
+_wire_content = TEXT | st.lists(_wire_part, max_size=2)
+_ids = {"id": TEXT, "status": st.sampled_from(["completed", "incomplete"])}
+_wire_call = optional(
+    {"type": st.just("function_call"), "call_id": TEXT, "name": TEXT, "arguments": TEXT}, _ids
 )
 _wire_item = st.one_of(
-    _optional(
+    optional(
         {"role": st.sampled_from(["system", "developer", "user", "assistant"])}, {"content": _wire_content}
     ),
-    _optional(
+    optional(
         {
             "type": st.just("message"),
             "role": st.sampled_from(["user", "assistant"]),
@@ -544,82 +510,82 @@ _wire_item = st.one_of(
     ),
     _reasoning_item,
     _wire_call,
-    _optional(
-        {"type": st.just("custom_tool_call"), "call_id": _text, "name": _text, "input": _text}, {"id": _text}
+    optional(
+        {"type": st.just("custom_tool_call"), "call_id": TEXT, "name": TEXT, "input": TEXT}, {"id": TEXT}
     ),
-    _optional(
-        {"type": st.sampled_from(["function_call_output", "custom_tool_call_output"]), "call_id": _text},
-        {"output": _wire_content, "id": _text},
+    optional(
+        {"type": st.sampled_from(["function_call_output", "custom_tool_call_output"]), "call_id": TEXT},
+        {"output": _wire_content, "id": TEXT},
     ),
-    st.fixed_dictionaries({"type": st.sampled_from(["item_reference", "web_search_call"]), "id": _text}),
+    st.fixed_dictionaries({"type": st.sampled_from(["item_reference", "web_search_call"]), "id": TEXT}),
 )
 _wire_tool = st.fixed_dictionaries(
     {"type": st.sampled_from(["function", "custom", "web_search"])},
-    optional={"name": _text, "strict": st.booleans()},
+    optional={"name": TEXT, "strict": st.booleans()},
 )
-_wire_body = _optional(
-    {"input": _text | st.lists(_wire_item, max_size=6)},
+_wire_body = optional(
+    {"input": TEXT | st.lists(_wire_item, max_size=6)},
     {
-        "model": _opt_text,
-        "instructions": _opt_text,
+        "model": OPT_TEXT,
+        "instructions": OPT_TEXT,
         "tools": st.lists(_wire_tool, max_size=2),
-        "temperature": _float | st.integers(0, 2),
-        "top_p": _float,
-        "max_output_tokens": _int,
+        "temperature": FLOAT | st.integers(0, 2),
+        "top_p": FLOAT,
+        "max_output_tokens": INT,
         "stream": st.booleans(),
-        "reasoning": _json,
+        "reasoning": JSON,
         "store": st.booleans(),
-        "x_vendor": _json,
+        "x_vendor": JSON,
     },
 )
-_wire_logprob = _optional(
-    {"token": _text, "bytes": st.lists(st.integers(0, 255), max_size=2), "logprob": st.floats(max_value=0)},
+_wire_logprob = optional(
+    {"token": TEXT, "bytes": st.lists(st.integers(0, 255), max_size=2), "logprob": st.floats(max_value=0)},
     {"top_logprobs": st.just([])},
 )
-_wire_output_text = _optional(
-    {"type": st.just("output_text"), "text": _text, "annotations": st.just([])},
+_wire_output_text = optional(
+    {"type": st.just("output_text"), "text": TEXT, "annotations": st.just([])},
     {"logprobs": st.lists(_wire_logprob, max_size=2)},
 )
-_wire_message = _optional(
+_wire_message = optional(
     {
         "type": st.just("message"),
-        "id": _text,
+        "id": TEXT,
         "role": st.just("assistant"),
         "status": st.just("completed"),
         "content": st.lists(_wire_output_text | _wire_part, max_size=2),
     },
-    {"phase": _text},
+    {"phase": TEXT},
 )
 _wire_output_item = st.one_of(
     _reasoning_item,
     _wire_message,
     _wire_call,
-    st.fixed_dictionaries({"type": st.just("web_search_call"), "id": _text, "status": _text}),
+    st.fixed_dictionaries({"type": st.just("web_search_call"), "id": TEXT, "status": TEXT}),
 )
 _wire_usage = st.fixed_dictionaries(
     {
         "input_tokens": st.integers(0, 99),
-        "input_tokens_details": _json,
+        "input_tokens_details": JSON,
         "output_tokens": st.integers(0, 99),
-        "output_tokens_details": _json,
+        "output_tokens_details": JSON,
         "total_tokens": st.integers(0, 300),
     }
 )
-_wire_response = _optional(
+_wire_response = optional(
     {
-        "id": _text,
+        "id": TEXT,
         "object": st.just("response"),
         "created_at": st.integers(0, 2**31) | st.floats(0, 2**31),
         "status": st.sampled_from(["completed", "incomplete", "in_progress", "failed", "cancelled"]),
-        "error": st.none() | st.fixed_dictionaries({"code": _text, "message": _text}),
-        "incomplete_details": st.none() | st.fixed_dictionaries({"reason": st.none() | _text}),
-        "model": _text,
+        "error": st.none() | st.fixed_dictionaries({"code": TEXT, "message": TEXT}),
+        "incomplete_details": st.none() | st.fixed_dictionaries({"reason": st.none() | TEXT}),
+        "model": TEXT,
         "output": st.lists(_wire_output_item, max_size=4),
         "parallel_tool_calls": st.booleans(),
         "tool_choice": st.sampled_from(["auto", "none", "required"]),
         "tools": st.lists(_wire_tool, max_size=2),
     },
-    {"usage": st.none() | _wire_usage, "temperature": _float, "metadata": _json, "ares_cost": _float},
+    {"usage": st.none() | _wire_usage, "temperature": FLOAT, "metadata": JSON, "ares_cost": FLOAT},
 )
 
 

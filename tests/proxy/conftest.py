@@ -8,6 +8,8 @@ import pytest
 
 from ares.proxy import InterceptionProxy
 
+pytest.register_assert_rewrite("proxy_kit")  # its shared checks explain their failures like a test's
+
 
 @pytest.fixture
 async def proxy() -> AsyncIterator[InterceptionProxy]:

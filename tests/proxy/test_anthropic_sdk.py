@@ -2,28 +2,33 @@
 
 from __future__ import annotations
 
-import json
+from dataclasses import replace
 from typing import Any
 
 import anthropic
 import pytest
 from anthropic.types import Message as AnthropicMessage
-from proxy_kit import DONE, TOOLS_CHAT, TWO_CALLS, ScriptedPolicy
+from proxy_kit import (
+    DONE,
+    RESULTS,
+    STREAMED,
+    SYSTEM,
+    TASK,
+    TOOLS_CHAT,
+    TWO_CALLS,
+    TWO_CALLS_DECODED,
+    ScriptedPolicy,
+    anthropic_sdk,
+    assert_policy_saw_both_turns,
+)
 
 from ares.llm.anthropic_messages import request_from_anthropic, request_to_anthropic
-from ares.llm.types import LLMResponse, ToolCall, Usage
-from ares.proxy import METADATA_KEY, InterceptionProxy, ProxySession
+from ares.proxy import InterceptionProxy
 
-SYSTEM = "You are a careful software engineer."
-TASK = "Make the failing test pass."
 TOOLS = [
     {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
     for f in (t["function"] for t in TOOLS_CHAT)
 ]
-
-
-def sdk(session: ProxySession) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=session.anthropic_base_url, api_key="unused", max_retries=0)
 
 
 async def create(client: anthropic.AsyncAnthropic, *, stream: bool, **kw: Any) -> AnthropicMessage:
@@ -42,42 +47,26 @@ async def test_tool_calls_and_their_results_round_trip(proxy: InterceptionProxy,
     policy = ScriptedPolicy(TWO_CALLS, DONE)
     session = proxy.open_session(policy)
     kw: dict[str, Any] = {"model": "claude-test", "system": SYSTEM, "tools": TOOLS, "max_tokens": 1024}
-    async with sdk(session) as client:
+    async with anthropic_sdk(session) as client:
         history: list[dict[str, Any]] = [{"role": "user", "content": TASK}]
         first = await create(client, stream=stream, messages=history, **kw)
         assert [b.text for b in first.content if b.type == "text"] == ["Let me look at both."]
-        assert tool_uses(first) == [
-            ("call_read", "read_file", {"path": "app.py"}),
-            ("call_bash", "bash", {"command": "pytest -q"}),
-        ]
+        assert tool_uses(first) == TWO_CALLS_DECODED
         assert first.stop_reason == "tool_use"
         assert (first.usage.input_tokens, first.usage.output_tokens) == (120, 31)
 
         history.append(
             {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]}
         )
-        results = [
-            {"type": "tool_result", "tool_use_id": "call_read", "content": "def f(): return 1"},
-            {"type": "tool_result", "tool_use_id": "call_bash", "content": "1 failed"},
-        ]
+        results = [{"type": "tool_result", "tool_use_id": i, "content": out} for i, out in RESULTS]
         history.append({"role": "user", "content": results})
         second = await create(client, stream=stream, messages=history, **kw)
         assert [b.text for b in second.content if b.type == "text"] == ["The test passes now."]
         assert second.stop_reason == "end_turn"
 
-    seen = policy.seen
-    assert [r.system_prompt for r in seen] == [SYSTEM, SYSTEM]
-    assert [(t["function"]["name"], t["function"]["parameters"]) for t in seen[0].tools] == [
-        (t["function"]["name"], t["function"]["parameters"]) for t in TOOLS_CHAT
-    ]
-    assert seen[0].sampling.max_tokens == 1024
-    assert seen[0].messages[0].text == TASK
-    # Anthropic carries tool inputs as objects, so the policy sees them re-serialized (same JSON value)
-    calls = [(c.id, c.name, json.loads(c.arguments)) for m in seen[1].messages for c in m.tool_calls]
-    assert calls == [(c.id, c.name, json.loads(c.arguments)) for c in TWO_CALLS.tool_calls]
-    tool_results = [(m.tool_call_id, m.text) for m in seen[1].messages if m.role == "tool"]
-    assert tool_results == [("call_read", "def f(): return 1"), ("call_bash", "1 failed")]
-    assert seen[0].metadata[METADATA_KEY] == {"dialect": "anthropic_messages", "session": session.id}
+    # Anthropic carries tool inputs as objects: the policy sees them re-serialized (same JSON value)
+    assert_policy_saw_both_turns(policy.seen, session, "anthropic_messages")
+    assert policy.seen[0].sampling.max_tokens == 1024
 
 
 async def test_the_tagged_observation_still_round_trips_through_the_converter(
@@ -85,7 +74,7 @@ async def test_the_tagged_observation_still_round_trips_through_the_converter(
 ) -> None:
     policy = ScriptedPolicy(DONE)
     session = proxy.open_session(policy)
-    async with sdk(session) as client:
+    async with anthropic_sdk(session) as client:
         await client.messages.create(
             model="m", system=SYSTEM, max_tokens=64, tools=TOOLS, messages=[{"role": "user", "content": TASK}]
         )  # type: ignore[arg-type]
@@ -94,17 +83,10 @@ async def test_the_tagged_observation_still_round_trips_through_the_converter(
 
 
 async def test_a_stream_carries_exactly_the_non_streaming_answer(proxy: InterceptionProxy) -> None:
-    answer = LLMResponse(
-        content="Two calls.",
-        tool_calls=(ToolCall("c1", "bash", '{"command": "ls", "n": [1, 2]}'), ToolCall("c2", "bash", "{}")),
-        finish_reason="tool_calls",
-        usage=Usage(10, 5),
-        id="msg_fixed",
-        model="policy-1",
-    )
+    answer = replace(STREAMED, id="msg_fixed")
     session = proxy.open_session(ScriptedPolicy(reply=lambda _: answer))
     kw: dict[str, Any] = {"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": TASK}]}
-    async with sdk(session) as client:
+    async with anthropic_sdk(session) as client:
         whole = await create(client, stream=False, **kw)
         assembled = await create(client, stream=True, **kw)
         events = [e.type async for e in await client.messages.create(stream=True, **kw)]
@@ -115,7 +97,7 @@ async def test_a_stream_carries_exactly_the_non_streaming_answer(proxy: Intercep
 
 async def test_errors_reach_the_sdk_as_anthropic_errors(proxy: InterceptionProxy) -> None:
     session = proxy.open_session(ScriptedPolicy(DONE))
-    async with sdk(session) as client:
+    async with anthropic_sdk(session) as client:
         with pytest.raises(anthropic.BadRequestError) as caught:
             await client.messages.create(
                 model="m", max_tokens=5, messages=[{"role": "wizard", "content": "x"}]

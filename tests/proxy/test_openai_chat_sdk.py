@@ -3,24 +3,29 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import openai
 import pytest
 from openai.lib.streaming.chat import ChatCompletionStreamState
 from openai.types.chat import ChatCompletion
-from proxy_kit import DONE, TOOLS_CHAT, TWO_CALLS, ScriptedPolicy
+from proxy_kit import (
+    DONE,
+    RESULTS,
+    STREAMED,
+    SYSTEM,
+    TASK,
+    TOOLS_CHAT,
+    TWO_CALLS,
+    TWO_CALLS_DECODED,
+    ScriptedPolicy,
+    assert_policy_saw_both_turns,
+    openai_sdk,
+)
 
 from ares.llm.openai_chat import request_from_openai, request_to_openai
-from ares.llm.types import LLMResponse, ToolCall
-from ares.proxy import METADATA_KEY, InterceptionProxy, ProxySession
-
-SYSTEM = "You are a careful software engineer."
-TASK = "Make the failing test pass."
-
-
-def sdk(session: ProxySession) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=session.openai_base_url, api_key="unused", max_retries=0)
+from ares.proxy import InterceptionProxy
 
 
 async def streamed(client: openai.AsyncOpenAI, **kw: Any) -> ChatCompletion:
@@ -50,7 +55,7 @@ def first_turn() -> list[dict[str, Any]]:
 async def test_tool_calls_and_their_results_round_trip(proxy: InterceptionProxy, stream: bool) -> None:
     policy = ScriptedPolicy(TWO_CALLS, DONE)
     session = proxy.open_session(policy)
-    async with sdk(session) as client:
+    async with openai_sdk(session) as client:
         messages = first_turn()
         kw: dict[str, Any] = {"model": "gpt-test", "tools": TOOLS_CHAT, "temperature": 0.2}
         if stream:
@@ -62,10 +67,7 @@ async def test_tool_calls_and_their_results_round_trip(proxy: InterceptionProxy,
         assert message.content == "Let me look at both."
         assert first.choices[0].finish_reason == "tool_calls"
         calls = [(c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or ()]
-        assert calls == [
-            ("call_read", "read_file", {"path": "app.py"}),
-            ("call_bash", "bash", {"command": "pytest -q"}),
-        ]
+        assert calls == TWO_CALLS_DECODED
         assert first.model == "gpt-test"  # the policy named none: the caller's model is echoed
         if not stream:  # the SDK's stream helper drops usage unless include_usage was asked
             assert first.usage is not None and (first.usage.prompt_tokens, first.usage.completion_tokens) == (
@@ -74,27 +76,18 @@ async def test_tool_calls_and_their_results_round_trip(proxy: InterceptionProxy,
             )
 
         messages.append(message.model_dump(exclude_none=True))  # type: ignore[arg-type]
-        messages.append({"role": "tool", "tool_call_id": "call_read", "content": "def f(): return 1"})
-        messages.append({"role": "tool", "tool_call_id": "call_bash", "content": "1 failed"})
+        messages += [{"role": "tool", "tool_call_id": i, "content": out} for i, out in RESULTS]
         second = await client.chat.completions.create(messages=messages, **kw)  # type: ignore[arg-type]
         assert second.choices[0].message.content == "The test passes now."
         assert second.choices[0].finish_reason == "stop"
 
+    assert_policy_saw_both_turns(policy.seen, session, "openai_chat")
+    # Chat is the policy's own dialect: tools and calls arrive unchanged, results right after the call
     seen = policy.seen
-    assert [r.system_prompt for r in seen] == [SYSTEM, SYSTEM]
-    assert [t["function"]["name"] for t in seen[0].tools] == ["read_file", "bash"]
-    assert seen[0].tools == tuple(TOOLS_CHAT)
-    assert seen[0].sampling.temperature == 0.2
-    assert seen[0].messages[0].text == TASK
-    assistant, result_read, result_bash = seen[1].messages[1:]
+    assert seen[0].tools == tuple(TOOLS_CHAT) and seen[0].sampling.temperature == 0.2
+    assistant, *results = seen[1].messages[1:]
     assert assistant.tool_calls == TWO_CALLS.tool_calls
-    assert (result_read.role, result_read.tool_call_id, result_read.text) == (
-        "tool",
-        "call_read",
-        "def f(): return 1",
-    )
-    assert (result_bash.role, result_bash.tool_call_id, result_bash.text) == ("tool", "call_bash", "1 failed")
-    assert seen[0].metadata[METADATA_KEY] == {"dialect": "openai_chat", "session": session.id}
+    assert [(m.role, m.tool_call_id, m.text) for m in results] == [("tool", i, out) for i, out in RESULTS]
     assert session.calls_served == 2
 
 
@@ -103,24 +96,16 @@ async def test_the_tagged_observation_still_round_trips_through_the_converter(
 ) -> None:
     policy = ScriptedPolicy(DONE)
     session = proxy.open_session(policy)
-    async with sdk(session) as client:
+    async with openai_sdk(session) as client:
         await client.chat.completions.create(model="m", messages=first_turn(), tools=TOOLS_CHAT)  # type: ignore[arg-type]
     observed = policy.seen[0]
     assert request_from_openai(request_to_openai(observed)) == observed
 
 
 async def test_a_stream_carries_exactly_the_non_streaming_answer(proxy: InterceptionProxy) -> None:
-    answer = LLMResponse(
-        content="Two calls.",
-        tool_calls=(ToolCall("c1", "bash", '{"command": "ls"}'), ToolCall("c2", "bash", "{}")),
-        finish_reason="tool_calls",
-        usage=None,
-        id="chatcmpl-fixed",
-        model="policy-1",
-        logprobs=(-0.5, -0.25),
-    )
+    answer = replace(STREAMED, usage=None, id="chatcmpl-fixed", logprobs=(-0.5, -0.25))
     session = proxy.open_session(ScriptedPolicy(reply=lambda _: answer))
-    async with sdk(session) as client:
+    async with openai_sdk(session) as client:
         whole = await client.chat.completions.create(model="m", messages=first_turn())  # type: ignore[arg-type]
         assembled = await streamed(client, model="m", messages=first_turn())
     assert without_helper_fields(assembled) == whole.model_dump(exclude={"object"})
@@ -128,7 +113,7 @@ async def test_a_stream_carries_exactly_the_non_streaming_answer(proxy: Intercep
 
 async def test_a_raw_stream_has_role_text_tool_deltas_finish_usage_and_done(proxy: InterceptionProxy) -> None:
     session = proxy.open_session(ScriptedPolicy(TWO_CALLS))
-    async with sdk(session) as client:
+    async with openai_sdk(session) as client:
         chunks = [
             c
             async for c in await client.chat.completions.create(
@@ -156,6 +141,6 @@ async def test_a_raw_stream_has_role_text_tool_deltas_finish_usage_and_done(prox
 
 async def test_models_lists_the_session_model(proxy: InterceptionProxy) -> None:
     session = proxy.open_session(ScriptedPolicy(DONE), model="policy-under-test")
-    async with sdk(session) as client:
+    async with openai_sdk(session) as client:
         models = [m.id async for m in client.models.list()]
     assert models == ["policy-under-test"]

@@ -3,24 +3,31 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import openai
 import pytest
-from ares.llm.openai_responses import request_from_responses, request_to_responses
 from openai.types.responses import Response
-from proxy_kit import DONE, TOOLS_CHAT, TWO_CALLS, ScriptedPolicy, without_parsed
+from proxy_kit import (
+    DONE,
+    RESULTS,
+    STREAMED,
+    SYSTEM,
+    TASK,
+    TOOLS_CHAT,
+    TWO_CALLS,
+    TWO_CALLS_DECODED,
+    ScriptedPolicy,
+    assert_policy_saw_both_turns,
+    openai_sdk,
+    without_parsed,
+)
 
-from ares.llm.types import LLMResponse, ToolCall, Usage
-from ares.proxy import METADATA_KEY, InterceptionProxy, ProxySession
+from ares.llm.openai_responses import request_from_responses, request_to_responses
+from ares.proxy import InterceptionProxy
 
-INSTRUCTIONS = "You are a careful software engineer."
-TASK = "Make the failing test pass."
 TOOLS = [{"type": "function", **t["function"], "strict": False} for t in TOOLS_CHAT]
-
-
-def sdk(session: ProxySession) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=session.openai_base_url, api_key="unused", max_retries=0)
 
 
 async def create(client: openai.AsyncOpenAI, *, stream: bool, **kw: Any) -> Response:
@@ -39,37 +46,24 @@ def calls_of(response: Response) -> list[tuple[str, str, Any]]:
 async def test_tool_calls_and_their_results_round_trip(proxy: InterceptionProxy, stream: bool) -> None:
     policy = ScriptedPolicy(TWO_CALLS, DONE)
     session = proxy.open_session(policy)
-    kw: dict[str, Any] = {"model": "gpt-test", "instructions": INSTRUCTIONS, "tools": TOOLS, "store": False}
-    async with sdk(session) as client:
+    kw: dict[str, Any] = {"model": "gpt-test", "instructions": SYSTEM, "tools": TOOLS, "store": False}
+    async with openai_sdk(session) as client:
         history: list[Any] = [{"role": "user", "content": TASK}]
         first = await create(client, stream=stream, input=history, **kw)
         assert first.output_text == "Let me look at both."
-        assert calls_of(first) == [
-            ("call_read", "read_file", {"path": "app.py"}),
-            ("call_bash", "bash", {"command": "pytest -q"}),
-        ]
+        assert calls_of(first) == TWO_CALLS_DECODED
         assert first.status == "completed"
         assert first.usage is not None and (first.usage.input_tokens, first.usage.output_tokens) == (120, 31)
 
         history += [item.model_dump(exclude_none=True) for item in first.output]
-        history.append(
-            {"type": "function_call_output", "call_id": "call_read", "output": "def f(): return 1"}
-        )
-        history.append({"type": "function_call_output", "call_id": "call_bash", "output": "1 failed"})
+        history += [{"type": "function_call_output", "call_id": i, "output": out} for i, out in RESULTS]
         second = await create(client, stream=stream, input=history, **kw)
         assert second.output_text == "The test passes now."
         assert calls_of(second) == []
 
-    seen = policy.seen
-    assert [r.system_prompt for r in seen] == [INSTRUCTIONS, INSTRUCTIONS]
-    assert [(t["function"]["name"], t["function"]["parameters"]) for t in seen[0].tools] == [
-        (t["function"]["name"], t["function"]["parameters"]) for t in TOOLS_CHAT
-    ]
-    assert seen[0].messages[0].text == TASK
-    assert [c for m in seen[1].messages for c in m.tool_calls] == list(TWO_CALLS.tool_calls)
-    results = [(m.tool_call_id, m.text) for m in seen[1].messages if m.role == "tool"]
-    assert results == [("call_read", "def f(): return 1"), ("call_bash", "1 failed")]
-    assert seen[0].metadata[METADATA_KEY] == {"dialect": "openai_responses", "session": session.id}
+    assert_policy_saw_both_turns(policy.seen, session, "openai_responses")
+    # Responses carries arguments as strings: the policy sees the very calls it made, to the byte
+    assert [c for m in policy.seen[1].messages for c in m.tool_calls] == list(TWO_CALLS.tool_calls)
 
 
 async def test_the_tagged_observation_still_round_trips_through_the_converter(
@@ -77,23 +71,16 @@ async def test_the_tagged_observation_still_round_trips_through_the_converter(
 ) -> None:
     policy = ScriptedPolicy(DONE)
     session = proxy.open_session(policy)
-    async with sdk(session) as client:
-        await client.responses.create(model="m", instructions=INSTRUCTIONS, input=TASK, tools=TOOLS)  # type: ignore[arg-type]
+    async with openai_sdk(session) as client:
+        await client.responses.create(model="m", instructions=SYSTEM, input=TASK, tools=TOOLS)  # type: ignore[arg-type]
     observed = policy.seen[0]
     assert request_from_responses(request_to_responses(observed)) == observed
 
 
 async def test_a_stream_carries_exactly_the_non_streaming_answer(proxy: InterceptionProxy) -> None:
-    answer = LLMResponse(
-        content="Two calls.",
-        tool_calls=(ToolCall("c1", "bash", '{"command": "ls"}'), ToolCall("c2", "bash", "{}")),
-        finish_reason="tool_calls",
-        usage=Usage(10, 5),
-        id="resp_fixed",
-        model="policy-1",
-    )
+    answer = replace(STREAMED, id="resp_fixed")
     session = proxy.open_session(ScriptedPolicy(reply=lambda _: answer))
-    async with sdk(session) as client:
+    async with openai_sdk(session) as client:
         whole = await create(client, stream=False, model="m", input=TASK)
         assembled = await create(client, stream=True, model="m", input=TASK)
         events = [e async for e in await client.responses.create(model="m", input=TASK, stream=True)]
