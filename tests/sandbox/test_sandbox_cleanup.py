@@ -10,6 +10,8 @@ import sys
 import sysconfig
 import tempfile
 import textwrap
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -48,42 +50,64 @@ def sleepers() -> list[str]:
     return out
 
 
+def wait_for(condition: Callable[[], object], timeout_s: float = 30.0) -> None:
+    """Poll until ``condition()`` holds: a background ``sleep`` starts a little after exec returns."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def children() -> Iterator[list[subprocess.Popen[str]]]:
+    """Child hosts started by a test, killed after it even when it fails (or they would outlive it)."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for child in started:
+        if child.poll() is None:
+            child.kill()
+            child.wait(30)
+
+
 def run_child(mode: str, tmp_path: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "ARES_SANDBOX_DIR": str(tmp_path / "state"), "PYTHONPATH": str(SRC)}
     return subprocess.Popen([sys.executable, "-c", CHILD, mode], stdout=subprocess.PIPE, text=True, env=env)
 
 
-def test_interpreter_exit_without_stop_cleans_up(tmp_path: Path) -> None:
+def test_interpreter_exit_without_stop_cleans_up(
+    tmp_path: Path, children: list[subprocess.Popen[str]]
+) -> None:
     child = run_child("exit", tmp_path)
+    children.append(child)
     state_dir = Path(child.stdout.readline().strip())  # type: ignore[union-attr]
     assert child.wait(30) == 0
     assert not state_dir.exists()
+    wait_for(lambda: not sleepers())
     assert sleepers() == []
     assert list((tmp_path / "state").iterdir()) == []
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signals_clean_up(tmp_path: Path, sig: signal.Signals) -> None:
+def test_signals_clean_up(tmp_path: Path, sig: signal.Signals, children: list[subprocess.Popen[str]]) -> None:
     child = run_child("wait", tmp_path)
+    children.append(child)
     state_dir = Path(child.stdout.readline().strip())  # type: ignore[union-attr]
+    wait_for(sleepers)
     assert state_dir.exists() and sleepers()
     child.send_signal(sig)
     child.wait(30)
     assert not state_dir.exists()
+    wait_for(lambda: not sleepers())
     assert sleepers() == []
 
 
-def test_sigkill_of_the_host_kills_the_sandbox(tmp_path: Path) -> None:
+def test_sigkill_of_the_host_kills_the_sandbox(tmp_path: Path, children: list[subprocess.Popen[str]]) -> None:
     child = run_child("wait", tmp_path)
+    children.append(child)
     child.stdout.readline()  # type: ignore[union-attr]
+    wait_for(sleepers)
     child.kill()
     child.wait(30)
-    for _ in range(100):
-        if not sleepers():
-            break
-        import time
-
-        time.sleep(0.05)
+    wait_for(lambda: not sleepers())
     assert sleepers() == []
     # What only a live host can undo (the disk limit's tmpfs, the cgroups) is swept by the next one.
     janitor.sweep_stale(tmp_path / "state")
