@@ -1,5 +1,10 @@
 """The Ray runner against the local one, on a real local Ray instance (2 CPUs), real sandboxes and
-tasks: same episodes and records for the same seeds, failures as errored results, lost actors."""
+tasks: same episodes and records for the same seeds, failures as errored results, lost actors.
+
+Starting actors is most of a test's time, so the tests that need nothing but actors over
+``HUMANEVAL`` share one runner (``fleet``), as a trainer would across its steps; tests of starting,
+stopping or losing actors, and of other environments, start their own.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +45,31 @@ from ares.rollout.ray import PresetEnv, RayRunError, RayRunner, run_episodes_ray
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 FIXBUG = Path(__file__).parents[1] / "fixtures" / "harbor" / "fix-bug"
-HUMANEVAL = functools.partial(ares.make, "humaneval", tasks="0:3")
+# Two steps: the oracle's (write, submit) fit, a policy that never submits is truncated after two.
+HUMANEVAL = functools.partial(ares.make, "humaneval", tasks="0:3", step_limit=2)
 ORACLE = make_policy("oracle")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="ares-tests")
+    # Ray runs its workers at nice 15: on a machine busy with other work (other test runs) they would
+    # wait behind every ordinary process, and a worker that starts in half a second takes ten.
+    ray.init(
+        num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="ares-tests",
+        _system_config={"worker_niceness": 0},
+    )  # fmt: skip
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def fleet(ray_instance: None) -> Iterator[RayRunner]:
+    """Actors over ``HUMANEVAL``, one per CPU of the instance (the default count), started by the
+    first test that runs on them. They reserve no CPU, which leaves the instance's two to tests that
+    start fleets of their own. No test kills them or depends on what ran on them before."""
+    runner = RayRunner(HUMANEVAL, actor_options={"num_cpus": 0})
+    yield runner
+    asyncio.run(runner.close())
 
 
 def comparable(record: EpisodeRecord) -> dict[str, Any]:
@@ -70,12 +91,16 @@ def comparable(record: EpisodeRecord) -> dict[str, Any]:
     }
 
 
-async def both(tmp_path: Path, make_env: Any, **options: Any) -> tuple[list[EpisodeResult], ...]:
-    """Run the same episodes with both runners, recording into two directories."""
+Run = Callable[..., Awaitable[list[EpisodeResult]]]
+
+
+async def both(tmp_path: Path, make_env: Any, remote: Run, **options: Any) -> tuple[list[EpisodeResult], ...]:
+    """Run the same episodes locally on ``make_env`` and with ``remote`` (a Ray run over the same
+    environments), recording into two directories."""
     runs = []
-    for name, runner in (("local", run_episodes), ("ray", run_episodes_ray)):
+    for name, run in (("local", functools.partial(run_episodes, make_env)), ("ray", remote)):
         collector = JsonDirCollector(tmp_path / name)
-        runs.append(await runner(make_env, ORACLE, collector=collector, concurrency=2, **options))
+        runs.append(await run(ORACLE, collector=collector, concurrency=2, **options))
         collector.close()
     return tuple(runs)
 
@@ -87,19 +112,23 @@ def records(path: Path) -> list[dict[str, Any]]:
     return sorted((comparable(r) for r in load_episodes(path)), key=order)
 
 
-async def test_same_episodes_and_records_as_the_local_runner_on_humaneval(tmp_path: Path) -> None:
-    local, remote = await both(tmp_path, HUMANEVAL, episodes=6, group_size=2, seed=7)
+async def test_same_episodes_and_records_as_the_local_runner_on_humaneval(
+    tmp_path: Path, fleet: RayRunner
+) -> None:
+    local, remote = await both(tmp_path, HUMANEVAL, fleet.run, episodes=4, group_size=2, seed=7)
     assert [(r.index, r.task_id, r.status, r.reward, r.group, r.steps) for r in remote] == [
         (r.index, r.task_id, r.status, r.reward, r.group, r.steps) for r in local
     ]
     assert {r.status for r in remote} == {EpisodeStatus.FINISHED}
     assert records(tmp_path / "ray") == records(tmp_path / "local")
-    assert len(records(tmp_path / "ray")) == 6  # written once each, by the driver
+    assert len(records(tmp_path / "ray")) == 4  # written once each, by the driver
 
 
 async def test_same_episodes_and_records_on_a_harbor_task(tmp_path: Path) -> None:
     make_env = functools.partial(ares.make, "harbor", path=str(FIXBUG))
-    local, remote = await both(tmp_path, make_env, episodes=2)
+    local, remote = await both(
+        tmp_path, make_env, functools.partial(run_episodes_ray, make_env, actors=1), episodes=2
+    )
     assert [(r.task_id, r.status, r.reward) for r in remote] == [
         (r.task_id, r.status, r.reward) for r in local
     ]
@@ -107,8 +136,8 @@ async def test_same_episodes_and_records_on_a_harbor_task(tmp_path: Path) -> Non
     assert records(tmp_path / "ray") == records(tmp_path / "local")
 
 
-async def test_shared_prefix_groups_run_on_actors(tmp_path: Path) -> None:
-    local, remote = await both(tmp_path, HUMANEVAL, episodes=4, group_size=2, branch_at=1)
+async def test_shared_prefix_groups_run_on_actors(tmp_path: Path, fleet: RayRunner) -> None:
+    local, remote = await both(tmp_path, HUMANEVAL, fleet.run, episodes=4, group_size=2, branch_at=1)
     assert [(r.index, r.group, r.status, r.reward) for r in remote] == [
         (r.index, r.group, r.status, r.reward) for r in local
     ]
@@ -124,9 +153,11 @@ def raising_policy(task: Task, fmt: ActionFormat) -> Policy:
     return Raising()
 
 
-async def test_a_failing_policy_is_an_errored_result_and_record_not_an_exception(tmp_path: Path) -> None:
+async def test_a_failing_policy_is_an_errored_result_and_record_not_an_exception(
+    tmp_path: Path, fleet: RayRunner
+) -> None:
     collector = JsonDirCollector(tmp_path)
-    results = await run_episodes_ray(HUMANEVAL, raising_policy, episodes=3, collector=collector, actors=1)
+    results = await fleet.run(raising_policy, episodes=3, collector=collector)
     collector.close()
     assert [r.status for r in results] == [EpisodeStatus.ERRORED] * 3
     assert all(r.error and r.error["message"] == "the inference server fell over" for r in results)
@@ -159,19 +190,18 @@ class Killer:
         return KillsItsActor(inner, self.marker) if task.id == self.victim_task else inner
 
 
-@pytest.mark.parametrize("retries", [0, 1])
-async def test_an_actor_killed_mid_run_fails_or_retries_its_episodes_and_the_run_completes(
-    tmp_path: Path, retries: int
-) -> None:
-    collector = JsonDirCollector(tmp_path / "records")
+async def killed_run(runner: RayRunner, path: Path, retries: int) -> None:
+    """A run on ``runner`` whose policy kills an actor once: it completes, one result and one
+    record per episode; the lost episodes end errored, or (``retries``) are played again."""
+    collector = JsonDirCollector(path / "records")
     seen: list[EpisodeResult] = []
-    results = await run_episodes_ray(
-        HUMANEVAL, Killer("humaneval_1", tmp_path / "killed"), episodes=6, actors=2, concurrency=2,
-        collector=collector, retries=retries, on_result=seen.append,
+    results = await runner.run(
+        Killer("humaneval_1", path / "killed"), episodes=4, concurrency=2, collector=collector,
+        retries=retries, on_result=seen.append,
     )  # fmt: skip
     collector.close()
-    assert (tmp_path / "killed").exists()
-    assert [r.index for r in results] == list(range(6)) and len(seen) == 6
+    assert (path / "killed").exists()
+    assert [r.index for r in results] == list(range(4)) and len(seen) == 4
     errored = [r for r in results if r.errored]
     if retries:
         assert errored == [] and all(r.reward == 1.0 for r in results)
@@ -182,13 +212,26 @@ async def test_an_actor_killed_mid_run_fails_or_retries_its_episodes_and_the_run
             assert r.error is not None and r.error["type"] == "ActorDiedError"
             assert "died" in r.error["message"]
         assert all(r.reward == 1.0 for r in results if not r.errored)
-    on_disk = load_episodes(tmp_path / "records")
-    assert sorted(r.metadata["episode_index"] for r in on_disk) == list(range(6))  # once each
+    on_disk = load_episodes(path / "records")
+    assert sorted(r.metadata["episode_index"] for r in on_disk) == list(range(4))  # once each
     by_index = {r.metadata["episode_index"]: r for r in on_disk}
     for r in results:
         assert by_index[r.index].status == str(r.status) == by_index[r.index].metadata["episode"]["status"]
     summary = RunSummary.of(results, wall_time_s=1.0)
-    assert summary.errored == len(errored) and summary.episodes == 6
+    assert summary.errored == len(errored) and summary.episodes == 4
+
+
+async def test_an_actor_killed_mid_run_fails_or_retries_its_episodes_and_the_run_completes(
+    tmp_path: Path,
+) -> None:
+    # One fleet of its own for both cases. Without retries every unit is in flight when the actor
+    # dies (4 slots, 4 episodes), so nothing is queued: the dead actor must still be replaced, or the
+    # next run would send it work.
+    async with RayRunner(HUMANEVAL, actors=2) as runner:
+        await killed_run(runner, tmp_path / "no-retry", retries=0)
+        assert len(await runner.stats()) == 2  # the survivor and a replacement
+        await killed_run(runner, tmp_path / "retry", retries=1)
+    assert await runner.stats() == []  # closed: no actor left
 
 
 def broken_env() -> Any:
@@ -200,23 +243,12 @@ async def test_an_environment_that_cannot_be_built_is_a_clear_error() -> None:
         await run_episodes_ray(broken_env, ORACLE, episodes=2, actors=1, actor_start_timeout_s=60)
 
 
-async def test_a_shared_policy_server_answers_every_actor_and_frees_its_sessions() -> None:
-    policy = shared_policy(ORACLE)
-    try:
-        results = await run_episodes_ray(HUMANEVAL, policy, episodes=4, actors=2, concurrency=2)
-        assert [r.reward for r in results] == [1.0] * 4
-        assert await policy.server.sessions.remote() == 0
-    finally:
-        await policy.shutdown()
-
-
-async def test_an_openai_compatible_endpoint_is_called_from_the_actors() -> None:
+async def test_an_openai_compatible_endpoint_is_called_from_the_actors(fleet: RayRunner) -> None:
     server = FakeOpenAI()
     server.start()
     try:
         factory = make_policy("openai", base_url=server.base_url, api_key="k", model="m", backoff_s=0.01)
-        make_env = functools.partial(ares.make, "humaneval", tasks="0:2", step_limit=2)
-        results = await run_episodes_ray(make_env, factory, episodes=2, actors=2, concurrency=1)
+        results = await fleet.run(factory, episodes=2, concurrency=1)
     finally:
         server.stop()
     assert [r.status for r in results] == [EpisodeStatus.TRUNCATED] * 2
@@ -226,25 +258,29 @@ async def test_an_openai_compatible_endpoint_is_called_from_the_actors() -> None
 
 
 async def test_bad_arguments_are_refused_before_anything_starts() -> None:
+    runner = RayRunner(HUMANEVAL, actors=2)
     with pytest.raises(ValueError, match="group_size"):
-        await run_episodes_ray(HUMANEVAL, ORACLE, episodes=1, group_size=0)
+        await runner.run(ORACLE, episodes=1, group_size=0)
     with pytest.raises(ValueError, match="retries"):
-        await run_episodes_ray(HUMANEVAL, ORACLE, episodes=1, retries=-1)
+        await runner.run(ORACLE, episodes=1, retries=-1)
+    with pytest.raises(ValueError, match="branch_at"):
+        await runner.run(ORACLE, episodes=1, branch_at=-1)
+    assert await runner.stats() == []  # no actor was started
 
 
 def test_ares_run_joins_a_running_cluster_and_writes_one_record_per_episode(tmp_path: Path) -> None:
     address = ray.get_runtime_context().gcs_address
     out = tmp_path / "run"
     done = subprocess.run(
-        [sys.executable, "-m", "ares.cli.main", "run", "humaneval", "--tasks", "0:4", "-c", "2", "--ray",
-         "--ray-address", address, "--ray-actors", "2", "--out", str(out)],
+        [sys.executable, "-m", "ares.cli.main", "run", "humaneval", "--tasks", "0:2", "-c", "2", "--ray",
+         "--ray-address", address, "--ray-actors", "1", "--out", str(out)],
         capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["episodes"] == 4 and summary["mean_reward"] == 1.0
-    assert len(list((out / "episodes").glob("*.json"))) == 4
-    assert sorted(r.metadata["episode_index"] for r in load_episodes(out / "trajectories")) == [0, 1, 2, 3]
+    assert summary["episodes"] == 2 and summary["mean_reward"] == 1.0
+    assert len(list((out / "episodes").glob("*.json"))) == 2
+    assert sorted(r.metadata["episode_index"] for r in load_episodes(out / "trajectories")) == [0, 1]
 
 
 def test_ray_options_without_ray_are_a_usage_error() -> None:
@@ -255,7 +291,11 @@ def test_ray_options_without_ray_are_a_usage_error() -> None:
     assert done.returncode == 2 and "go with --ray" in done.stderr + done.stdout
 
 
-async def test_a_traced_run_links_dispatch_episode_and_result_across_processes() -> None:
+async def test_a_shared_policy_server_answers_every_actor_frees_its_sessions_and_traces(
+    fleet: RayRunner,
+) -> None:
+    """A traced run links dispatch, episode, policy calls and result across processes. (The fleet's
+    actors trace from here on; no other test reads their events.)"""
     from ares import tracing
 
     parts: list[list[dict[str, Any]]] = []
@@ -263,9 +303,9 @@ async def test_a_traced_run_links_dispatch_episode_and_result_across_processes()
     try:
         policy = shared_policy(ORACLE)
         try:
-            await run_episodes_ray(
-                HUMANEVAL, policy, episodes=3, actors=2, concurrency=1, on_trace_events=parts.append
-            )
+            results = await fleet.run(policy, episodes=4, concurrency=1, on_trace_events=parts.append)
+            assert [r.reward for r in results] == [1.0] * 4
+            assert await policy.server.sessions.remote() == 0
         finally:
             await policy.shutdown()
         events = tracing.merge_traces([tracing.drain(), *parts])
@@ -286,7 +326,7 @@ async def test_a_traced_run_links_dispatch_episode_and_result_across_processes()
     assert starts.keys() == ends.keys()
     crossing = [flow for flow, pid in starts.items() if ends[flow] != pid]
     # per episode: dispatch -> episode, episode -> result, and one policy call per step -> the server
-    assert len(crossing) == len(starts) >= 3 * 2 + 3 * 2
+    assert len(crossing) == len(starts) >= 4 * 2 + 4 * 2
 
 
 async def test_preset_env_runs_the_docker_backend_on_actors(tmp_path: Path) -> None:
@@ -324,14 +364,15 @@ print("RAY-PROBE " + json.dumps(out))
 """
 
 
-def probe_env(network: bool) -> Any:
+def probe_env(networks: tuple[bool, ...]) -> Any:
+    """One probe task per ``network`` setting, so that one fleet plays them all."""
     from ares.envs.code_env import CodeEnvironment
     from ares.registry import BashAgentFactory
     from ares.sandbox.local import LocalSandbox
 
     tests = {"test.sh": "mkdir -p /logs/verifier && echo 0 > /logs/verifier/reward.txt\n"}
-    task = Task(id=f"probe-net-{network}", instruction="probe", tests=tests, network=network)
-    return CodeEnvironment([task], agent_factory=BashAgentFactory(), sandbox_factory=LocalSandbox)
+    tasks = [Task(id=f"probe-net-{n}", instruction="probe", tests=tests, network=n) for n in networks]
+    return CodeEnvironment(tasks, agent_factory=BashAgentFactory(), sandbox_factory=LocalSandbox)
 
 
 class RayProber:
@@ -347,36 +388,40 @@ class RayProber:
         return ReplayPolicy([fmt.command(command)], fmt.submit())
 
 
-@pytest.mark.parametrize("network", [False, True])
-async def test_a_sandbox_on_an_actor_cannot_reach_the_ray_cluster(tmp_path: Path, network: bool) -> None:
-    if network and not (shutil.which("pasta") or shutil.which("slirp4netns")):
-        pytest.skip("no pasta or slirp4netns for a networked sandbox")
+async def test_a_sandbox_on_an_actor_cannot_reach_the_ray_cluster(tmp_path: Path) -> None:
+    networked = bool(shutil.which("pasta") or shutil.which("slirp4netns"))
+    networks = (False, True) if networked else (False,)
     node = ray.nodes()[0]
     host = node["NodeManagerAddress"]
     targets = [ray.get_runtime_context().gcs_address] + [
         f"{host}:{node[key]}" for key in ("NodeManagerPort", "ObjectManagerPort") if node.get(key, -1) > 0
     ]
     collector = JsonDirCollector(tmp_path)
-    make_env = functools.partial(probe_env, network)
-    (result,) = await run_episodes_ray(
-        make_env, RayProber(targets), episodes=1, actors=1, collector=collector
+    make_env = functools.partial(probe_env, networks)
+    results = await run_episodes_ray(
+        make_env, RayProber(targets), episodes=len(networks), actors=1, collector=collector
     )
     collector.close()
-    assert result.status is EpisodeStatus.FINISHED, result.error
-    (record,) = load_episodes(tmp_path)
-    said = [m.content for step in record.steps if step.observation for m in step.observation.messages]
-    line = next(x for text in said for x in str(text).splitlines() if x.startswith("RAY-PROBE "))
-    found = json.loads(line.removeprefix("RAY-PROBE "))
-    assert set(found) == set(targets)
-    assert "connected" not in found.values(), found
+    assert [r.task_id for r in results] == [f"probe-net-{n}" for n in networks]
+    for result in results:
+        assert result.status is EpisodeStatus.FINISHED, result.error
+    on_disk = load_episodes(tmp_path)
+    assert sorted(r.task_id for r in on_disk) == sorted(r.task_id for r in results)
+    for record in on_disk:
+        said = [m.content for step in record.steps if step.observation for m in step.observation.messages]
+        line = next(x for text in said for x in str(text).splitlines() if x.startswith("RAY-PROBE "))
+        found = json.loads(line.removeprefix("RAY-PROBE "))
+        assert set(found) == set(targets)
+        assert "connected" not in found.values(), (record.task_id, found)
+    if not networked:
+        pytest.skip("checked without network only: no pasta or slirp4netns for a networked sandbox")
 
 
-async def test_a_runner_keeps_its_actors_across_runs_with_different_policies() -> None:
-    async with RayRunner(HUMANEVAL, actors=2) as runner:
-        first = await runner.run(ORACLE, episodes=3, concurrency=2)
-        pids = sorted(s["pid"] for s in await runner.stats())
-        second = await runner.run(make_policy("null"), episodes=3, concurrency=2)
-        assert sorted(s["pid"] for s in await runner.stats()) == pids and len(pids) == 2
+async def test_a_runner_keeps_its_actors_across_runs_with_different_policies(fleet: RayRunner) -> None:
+    await fleet.start()
+    pids = sorted(s["pid"] for s in await fleet.stats())
+    first = await fleet.run(ORACLE, episodes=3, concurrency=2)
+    second = await fleet.run(make_policy("null"), episodes=3, concurrency=2)
+    assert sorted(s["pid"] for s in await fleet.stats()) == pids and len(pids) == 2
     assert [r.reward for r in first] == [1.0] * 3
     assert [r.reward for r in second] == [0.0] * 3
-    assert await runner.stats() == []

@@ -134,8 +134,10 @@ async def dispatch(fleet: Fleet, queue: deque[Work], slots: int, retries: int, r
                 results.deliver(played)
 
     async def respawn(name: str) -> None:
-        new = await fleet.replace(name) if queue else None
-        if new is not None:
+        # Replaced even when no work is queued: the fleet outlives this run, and the next run must
+        # neither send work to the dead actor nor run one actor short.
+        new = await fleet.replace(name)
+        if new is not None and queue:
             for slot in range(slots):
                 group.create_task(serve(new, slot))
 
