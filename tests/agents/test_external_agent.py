@@ -27,6 +27,7 @@ from ares.envs.code_env import CodeEnvironment
 from ares.errors import AgentError
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.policies import make_policy
+from ares.proxy import capped_site
 from ares.sandbox.local import network
 
 pytest.importorskip("aiohttp")
@@ -148,6 +149,42 @@ EOF"""
         assert all(seen[k] != "connected" for k in (str(("10.0.2.2", 80)), str(("1.1.1.1", 53))))
     finally:
         host.close()
+        await env.close()
+
+
+FLOOD = """python3 - <<'EOF'
+import os, socket, time
+port = int(os.environ["OPENAI_BASE_URL"].rsplit(":", 1)[1].split("/")[0])
+held = []
+for _ in range(300):
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=2))
+    except OSError:
+        break
+print("opened", len(held))
+time.sleep(0.5)
+EOF"""
+
+
+async def test_a_connection_flood_from_the_sandbox_holds_few_host_fds() -> None:
+    """Each accepted connection is a host fd: a sandbox that opens 300 must not make ARES hold them
+    (uncapped, one sandbox made the host hold ~13,000), and the agent's session works afterwards."""
+    env = ares.make("humaneval", tasks="0:1", agent=tool_loop_cli())
+    try:
+        await env.reset()
+        before = len(os.listdir("/proc/self/fd"))
+        step = asyncio.ensure_future(env.step(bash(FLOOD)))
+        most = before
+        while not step.done():
+            most = max(most, len(os.listdir("/proc/self/fd")))
+            await asyncio.sleep(0.02)
+        ts = step.result()
+        assert "opened 300" in last_tool_output(ts)
+        # the cap, the connections refused in one accept round (the backlog), the sandbox's exec sockets
+        assert most - before <= capped_site.DEFAULT_MAX_CONNECTIONS + capped_site.BACKLOG + 32
+        ts = await env.step(bash("echo still served"))  # the CLI agent's next call got through
+        assert "still served" in last_tool_output(ts)
+    finally:
         await env.close()
 
 

@@ -22,6 +22,7 @@ from typing import Any, Self
 from aiohttp import web
 
 from ares.llm.interceptor import LLMClient
+from ares.proxy.capped_site import DEFAULT_MAX_CONNECTIONS, CappedSockSite
 from ares.proxy.errors import ApiError, ProxyError
 from ares.proxy.handlers import build_app
 from ares.proxy.session import ProxySession
@@ -205,11 +206,15 @@ class InterceptionProxy:
 
     # --- a session's own socket ---------------------------------------------------------------
 
-    async def serve_socket(self, sock: socket.socket, session: ProxySession) -> ServedSocket:
+    async def serve_socket(
+        self, sock: socket.socket, session: ProxySession, *, max_connections: int = DEFAULT_MAX_CONNECTIONS
+    ) -> ServedSocket:
         """Serve ``session`` alone on ``sock``, a listening TCP socket the handle then owns.
 
         Routes there have no session prefix (``/v1/chat/completions``, ``/v1/responses``,
         ``/v1/messages``, ``/v1/models``, ``/health``) and no other session is reachable through it.
+        At most ``max_connections`` connections are held open at once (each is a host fd; see
+        ``capped_site``); connections beyond that are closed as soon as they are accepted.
         """
         if self._stopped or self._runner is None:
             raise ProxyError("serve_socket needs a started, not stopped, proxy")
@@ -228,7 +233,7 @@ class InterceptionProxy:
         app = build_app(lambda _: session, prefix="", max_body_bytes=self._max_body_bytes, health=health)
         runner = _runner(app, self._shutdown_timeout_s)
         await runner.setup()
-        await web.SockSite(runner, sock).start()
+        await CappedSockSite(runner, sock, max_connections=max_connections).start()
         served = ServedSocket(runner, session, self._served.discard)
         self._served.add(served)
         return served
