@@ -1,8 +1,9 @@
-"""Observation/action renderings: LLM objects, OpenAI messages and text, token ids (byte tokenizer)."""
+"""Observation/action renderings: LLM objects, OpenAI messages and text, token ids (byte tokenizers)."""
 
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -33,7 +34,19 @@ class ByteTokenizer:
         return 256
 
 
+class TemplatedBytes(ByteTokenizer):
+    """A byte tokenizer that renders chats itself in a made-up format: the codec's chat-template
+    protocol without Hugging Face."""
+
+    def apply_chat_template(
+        self, conversation: list[dict[str, Any]], *, add_generation_prompt: bool = False, **_: Any
+    ) -> list[int]:
+        turns = "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in conversation)
+        return self.encode(turns + ("<assistant>" if add_generation_prompt else ""))
+
+
 BYTES = ByteTokenizer()
+TEMPLATED = TemplatedBytes()
 
 
 # --- the codec on its own --------------------------------------------------------------------
@@ -62,20 +75,55 @@ def test_messages_and_text_rendering() -> None:
         codec.act(LLMResponse(content="ok"))
 
 
-def test_token_rendering_encodes_chatml_or_uses_the_requests_own_ids() -> None:
-    codec = make_codec("tokens", "tokens", BYTES)
+def test_token_rendering_uses_the_tokenizers_own_template_or_the_requests_own_ids() -> None:
+    codec = make_codec("tokens", "tokens", TEMPLATED)
     ids = codec.observe(REQUEST)
     assert ids.dtype == np.int64 and ids.ndim == 1 and ids in codec.observation_space
-    assert BYTES.decode(ids.tolist()) == chatml(REQUEST)
-    assert (
-        chatml(REQUEST) == "<|im_start|>system\nbe brief<|im_end|>\n"
-        "<|im_start|>user\nhéllo<|im_end|>\n<|im_start|>assistant\n"
-    )
+    assert BYTES.decode(ids.tolist()) == "<system>be brief</system><user>héllo</user><assistant>"
     exact = LLMRequest(messages=REQUEST.messages, prompt_token_ids=(9, 8, 7))
     assert codec.observe(exact).tolist() == [9, 8, 7]
     assert make_codec("tokens").observe(exact).tolist() == [9, 8, 7]  # no tokenizer needed then
     with pytest.raises(ValueError, match="no prompt_token_ids; pass tokenizer"):
         make_codec("tokens").observe(REQUEST)
+
+
+def test_a_tokenizer_without_a_chat_template_is_refused_unless_a_render_is_chosen() -> None:
+    with pytest.raises(ValueError, match=r"no chat template.*render='chatml'"):
+        make_codec("tokens", tokenizer=BYTES)
+    chatml_ids = make_codec("tokens", "tokens", BYTES, render="chatml").observe(REQUEST)
+    assert (
+        BYTES.decode(chatml_ids.tolist())
+        == chatml(REQUEST)
+        == (
+            "<|im_start|>system\nbe brief<|im_end|>\n"
+            "<|im_start|>user\nhéllo<|im_end|>\n<|im_start|>assistant\n"
+        )
+    )
+    shouted = make_codec("tokens", tokenizer=TEMPLATED, render=lambda r: r.messages[-1].text.upper())
+    assert BYTES.decode(shouted.observe(REQUEST).tolist()) == "HÉLLO"  # an explicit render beats the template
+    assert make_codec(action="tokens", tokenizer=BYTES).action == "tokens"  # decoding needs no template
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {"observation": "tokens", "tokenizer": BYTES, "render": "llama"},
+            ValueError,
+            "one of \\['chatml'\\]",
+        ),
+        ({"observation": "tokens", "tokenizer": BYTES, "render": 3}, TypeError, "function LLMRequest -> str"),
+        (
+            {"observation": "messages", "tokenizer": BYTES, "render": "chatml"},
+            ValueError,
+            "observation='tokens'",
+        ),
+        ({"observation": "tokens", "render": "chatml"}, ValueError, "needs tokenizer"),
+    ],
+)
+def test_bad_render_settings_fail_early(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        make_codec(**kwargs)
 
 
 @pytest.mark.parametrize("ids", [[104, 105], (104, 105), np.array([104, 105], dtype=np.int32)])
@@ -129,12 +177,12 @@ def test_messages_and_text_solve_a_real_task() -> None:
 
 def test_tokens_solve_a_real_task_with_a_byte_tokenizer() -> None:
     with AresGymEnv(
-        ares.make("humaneval", tasks="0:1"), observation="tokens", action="tokens", tokenizer=BYTES
+        ares.make("humaneval", tasks="0:1"), observation="tokens", action="tokens", tokenizer=TEMPLATED
     ) as env:
         obs, _ = env.reset()
         assert obs in env.observation_space
         prompt = BYTES.decode(obs.tolist())
-        assert prompt.startswith("<|im_start|>system\n") and prompt.endswith("<|im_start|>assistant\n")
+        assert prompt.startswith("<system>") and prompt.endswith("</user><assistant>")
         task = env.unwrapped_ares.task  # type: ignore[attr-defined]
         obs, *_ = env.step(np.array(BYTES.encode(FMT.command(oracle_command(task)).content or "")))
         assert "Exit code: 0" in BYTES.decode(obs.tolist())
@@ -152,7 +200,7 @@ def test_check_env_passes_in_every_rendering(observation: str, action: str) -> N
             ares.make("humaneval", tasks="0:3"),
             observation=observation,
             action=action,
-            tokenizer=BYTES,  # type: ignore[arg-type]
+            tokenizer=TEMPLATED,  # type: ignore[arg-type]
         )
         with env:
             check_env(env, skip_render_check=True)

@@ -297,7 +297,13 @@ def test_other_codecs_batch_as_gymnasium_batches_their_spaces() -> None:
 
     tokenizer = ByteTokenizer()
     with make_vector_env(
-        "humaneval", 2, tasks="0:2", observation="tokens", action="tokens", tokenizer=tokenizer
+        "humaneval",
+        2,
+        tasks="0:2",
+        observation="tokens",
+        action="tokens",
+        tokenizer=tokenizer,
+        prompt_render="chatml",  # a byte tokenizer has no chat template of its own
     ) as vec:
         observations, _ = vec.reset(seed=0)
         assert vec.observation_space.contains(observations)

@@ -22,7 +22,7 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
 from typing import Literal, overload
 
 from ares.wrappers.gym.async_env import AsyncAresGymEnv, EnvSource
-from ares.wrappers.gym.codec import ActionMode, Codec, ObservationMode, Tokenizer, make_codec
+from ares.wrappers.gym.codec import ActionMode, Codec, ObservationMode, PromptRender, Tokenizer, make_codec
 from ares.wrappers.gym.env import AresGymEnv
 from ares.wrappers.gym.registration import make_env, register_presets
 from ares.wrappers.gym.spaces import (
@@ -95,6 +95,7 @@ __all__ = [
     "LLMRequestSpace",
     "LLMResponseSpace",
     "ObservationMode",
+    "PromptRender",
     "SubEnvironmentError",
     "TextSpace",
     "Tokenizer",

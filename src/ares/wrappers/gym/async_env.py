@@ -18,7 +18,7 @@ from gymnasium.spaces import Space
 
 from ares.core.environment import Environment
 from ares.llm.types import LLMRequest, LLMResponse
-from ares.wrappers.gym.codec import ActionMode, Codec, ObservationMode, Tokenizer, make_codec
+from ares.wrappers.gym.codec import ActionMode, Codec, ObservationMode, PromptRender, Tokenizer, make_codec
 from ares.wrappers.gym.render import transcript
 from ares.wrappers.gym.transition import episode_status, innermost, reset_info, step_transition
 
@@ -77,8 +77,13 @@ class AsyncAresGymEnv:
         observation: ObservationMode = "object",
         action: ActionMode = "object",
         tokenizer: Tokenizer | None = None,
+        prompt_render: PromptRender | str | None = None,
     ) -> None:
-        self._codec = make_codec(observation, action, tokenizer)  # bad modes fail before an env is built
+        """``prompt_render``: how "tokens" observations render a request without ``prompt_token_ids``
+        (default: the tokenizer's own chat template; ``"chatml"`` or a function ``request -> text``)."""
+        self._codec = make_codec(
+            observation, action, tokenizer, render=prompt_render
+        )  # bad modes fail before an env is built
         self._env = resolve_env(env)
         self.observation_space: Space[Any] = self._codec.observation_space
         self.action_space: Space[Any] = self._codec.action_space

@@ -2,14 +2,16 @@
 
 Observations: ``"object"`` (the ``LLMRequest`` itself), ``"messages"`` (OpenAI chat message dicts,
 system prompt first) or ``"tokens"`` (a 1-D int64 array: the request's own ``prompt_token_ids`` when
-it has them, else the tokenizer's encoding of its ChatML text). Actions: ``"object"`` (an
-``LLMResponse``), ``"text"`` (the assistant's reply as a ``str``) or ``"tokens"`` (generated ids,
-decoded with the tokenizer; the ids are kept on the response's ``token_ids``).
+it has them, else the ids the tokenizer's own chat template gives it, or ``tokenizer.encode`` of an
+explicit ``render=``'s text: every model family formats prompts its own way, so none is assumed).
+Actions: ``"object"`` (an ``LLMResponse``), ``"text"`` (the assistant's reply as a ``str``) or
+``"tokens"`` (generated ids, decoded with the tokenizer; the ids are kept on the response's
+``token_ids``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
@@ -18,7 +20,7 @@ from gymnasium.spaces import Space
 
 from ares.llm.openai_chat import request_to_openai
 from ares.llm.types import LLMRequest, LLMResponse
-from ares.wrappers.gym.render import chatml
+from ares.wrappers.gym.render import chatml, has_chat_template, template_ids
 from ares.wrappers.gym.spaces import (
     UNKNOWN_VOCAB_SIZE,
     ChatMessagesSpace,
@@ -34,10 +36,19 @@ ActionMode = Literal["object", "text", "tokens"]
 OBSERVATION_MODES: tuple[str, ...] = get_args(ObservationMode)
 ACTION_MODES: tuple[str, ...] = get_args(ActionMode)
 
+PromptRender = Callable[[LLMRequest], str]
+"""A request as prompt text for ``Tokenizer.encode``: the opt-out from the tokenizer's chat template."""
+NAMED_RENDERS: Mapping[str, PromptRender] = {"chatml": chatml}
+
 
 @runtime_checkable
 class Tokenizer(Protocol):
-    """What the token renderings need; Hugging Face tokenizers fit (``len()`` gives the vocabulary)."""
+    """What the token renderings need; Hugging Face tokenizers fit (``len()`` gives the vocabulary).
+
+    For ``observation="tokens"`` the tokenizer must also render chats itself: an
+    ``apply_chat_template(messages, *, tools, add_generation_prompt, tokenize)`` method returning ids
+    (``render.ChatTemplated``; Hugging Face's, or your own), unless ``make_codec`` gets ``render=``.
+    """
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -63,6 +74,7 @@ class Codec:
     tokenizer: Tokenizer | None
     observation_space: Space[Any]
     action_space: Space[Any]
+    render: PromptRender | None = None  # None: the tokenizer's chat template renders prompts
 
     def observe(self, request: LLMRequest) -> Any:
         """The observation for ``request``: the frozen request itself, or new lists/arrays on every call
@@ -100,9 +112,12 @@ class Codec:
         if self.tokenizer is None:
             raise ValueError(
                 "observation='tokens': this request carries no prompt_token_ids; pass tokenizer=... "
-                "(with encode/decode) so the wrapper can encode its text"
+                "(with encode/decode and a chat template) so the wrapper can render its prompt"
             )
-        return self.tokenizer.encode(chatml(request))
+        if self.render is not None:
+            return self.tokenizer.encode(self.render(request))
+        assert has_chat_template(self.tokenizer)  # make_codec refuses a tokenizer without a template
+        return template_ids(self.tokenizer, request)  # type: ignore[arg-type]
 
     def _action_ids(self, action: Any) -> tuple[int, ...]:
         expected = "action='tokens' expects a 1-D sequence of int token ids (list, tuple or integer array)"
@@ -123,10 +138,46 @@ class Codec:
         return tuple(int(t) for t in array)
 
 
+def _prompt_render(
+    observation: ObservationMode, tokenizer: Tokenizer | None, render: PromptRender | str | None
+) -> PromptRender | None:
+    if isinstance(render, str):
+        if render not in NAMED_RENDERS:
+            raise ValueError(f"render must be one of {sorted(NAMED_RENDERS)} or a function, got {render!r}")
+        render = NAMED_RENDERS[render]
+    if render is not None and not callable(render):
+        raise TypeError(f"render must be a function LLMRequest -> str or a name, got {render!r}")
+    if render is not None and (observation != "tokens" or tokenizer is None):
+        raise ValueError(
+            "render= renders prompts for observation='tokens' and needs tokenizer= to encode them"
+        )
+    if (
+        observation == "tokens"
+        and tokenizer is not None
+        and render is None
+        and not has_chat_template(tokenizer)
+    ):
+        raise ValueError(
+            "observation='tokens': the tokenizer has no chat template, so the prompt format of its model "
+            "is unknown; pass a tokenizer that has one (Hugging Face: load it with chat_template=... or "
+            "set tokenizer.chat_template), or choose a format explicitly with render='chatml' or "
+            "render=<function LLMRequest -> str>"
+        )
+    return render
+
+
 def make_codec(
-    observation: ObservationMode = "object", action: ActionMode = "object", tokenizer: Tokenizer | None = None
+    observation: ObservationMode = "object",
+    action: ActionMode = "object",
+    tokenizer: Tokenizer | None = None,
+    *,
+    render: PromptRender | str | None = None,
 ) -> Codec:
-    """The codec for a pair of renderings; bad modes or a missing tokenizer fail here, not mid-episode."""
+    """The codec for a pair of renderings; bad modes or a missing tokenizer fail here, not mid-episode.
+
+    ``render`` (a function ``LLMRequest -> str``, or ``"chatml"``) replaces the tokenizer's chat
+    template for ``observation="tokens"``: its text is ``tokenizer.encode``d.
+    """
     if observation not in OBSERVATION_MODES:
         raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {observation!r}")
     if action not in ACTION_MODES:
@@ -139,6 +190,7 @@ def make_codec(
         raise ValueError(
             "action='tokens' needs tokenizer=... to decode the generated ids into the reply text"
         )
+    prompt_render = _prompt_render(observation, tokenizer, render)
     vocab = vocab_size_of(tokenizer)
     observation_spaces: dict[str, Callable[[], Space[Any]]] = {
         "object": LLMRequestSpace,
@@ -150,4 +202,11 @@ def make_codec(
         "text": TextSpace,
         "tokens": lambda: token_ids_space(vocab),
     }
-    return Codec(observation, action, tokenizer, observation_spaces[observation](), action_spaces[action]())
+    return Codec(
+        observation,
+        action,
+        tokenizer,
+        observation_spaces[observation](),
+        action_spaces[action](),
+        prompt_render,
+    )

@@ -18,7 +18,7 @@ from gymnasium.error import ClosedEnvironmentError
 
 from ares.core.environment import Environment
 from ares.wrappers.gym.async_env import AsyncAresGymEnv, EnvSource
-from ares.wrappers.gym.codec import ActionMode, ObservationMode, Tokenizer
+from ares.wrappers.gym.codec import ActionMode, ObservationMode, PromptRender, Tokenizer
 from ares.wrappers.private_loop import PrivateLoop
 
 T = TypeVar("T")
@@ -38,6 +38,7 @@ class AresGymEnv(gym.Env[Any, Any]):
         observation: ObservationMode = "object",
         action: ActionMode = "object",
         tokenizer: Tokenizer | None = None,
+        prompt_render: PromptRender | str | None = None,
         render_mode: str | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -48,7 +49,9 @@ class AresGymEnv(gym.Env[Any, Any]):
         self._loop = PrivateLoop(name=f"ares-gym-{next(_ids)}")
 
         async def build() -> AsyncAresGymEnv:
-            return AsyncAresGymEnv(env, observation=observation, action=action, tokenizer=tokenizer)
+            return AsyncAresGymEnv(
+                env, observation=observation, action=action, tokenizer=tokenizer, prompt_render=prompt_render
+            )
 
         try:
             self._env = self._loop.run(build())

@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium
 
 from ares.registry import get_preset, list_presets, make
-from ares.wrappers.gym.codec import ActionMode, ObservationMode, Tokenizer
+from ares.wrappers.gym.codec import ActionMode, ObservationMode, PromptRender, Tokenizer
 from ares.wrappers.gym.env import AresGymEnv
 
 NAMESPACE = "ares"
@@ -33,6 +33,7 @@ def make_env(
     observation: ObservationMode = "object",
     action: ActionMode = "object",
     tokenizer: Tokenizer | None = None,
+    prompt_render: PromptRender | str | None = None,
     render_mode: str | None = None,
     **make_kwargs: Any,
 ) -> AresGymEnv:
@@ -43,6 +44,7 @@ def make_env(
         observation=observation,
         action=action,
         tokenizer=tokenizer,
+        prompt_render=prompt_render,
         render_mode=render_mode,
     )
 

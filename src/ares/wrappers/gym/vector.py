@@ -28,7 +28,7 @@ from ares.core.environment import Environment
 from ares.errors import AresError
 from ares.registry import get_preset, make
 from ares.wrappers.gym.async_env import AsyncAresGymEnv, EnvSource
-from ares.wrappers.gym.codec import ActionMode, ObservationMode, Tokenizer
+from ares.wrappers.gym.codec import ActionMode, ObservationMode, PromptRender, Tokenizer
 from ares.wrappers.gym.transition import innermost
 from ares.wrappers.private_loop import PrivateLoop
 
@@ -125,6 +125,7 @@ class AresVectorEnv(VectorEnv[Any, Any, np.ndarray]):
         observation: ObservationMode = "object",
         action: ActionMode = "object",
         tokenizer: Tokenizer | None = None,
+        prompt_render: PromptRender | str | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
         failure: FailureMode = "raise",
@@ -132,7 +133,8 @@ class AresVectorEnv(VectorEnv[Any, Any, np.ndarray]):
     ) -> None:
         """``envs``: a factory called ``num_envs`` times (on the private loop), or the environments
         themselves. Either way the vector env owns them: ``close()`` closes them.
-        ``observation``/``action``/``tokenizer`` choose the codec, as for ``AsyncAresGymEnv``.
+        ``observation``/``action``/``tokenizer``/``prompt_render`` choose the codec, as for
+        ``AsyncAresGymEnv``.
         ``failure`` and ``keep_task``: see the class docstring."""
         if failure not in FAILURE_MODES:
             raise ValueError(f"failure must be one of {FAILURE_MODES}, got {failure!r}")
@@ -151,7 +153,13 @@ class AresVectorEnv(VectorEnv[Any, Any, np.ndarray]):
         async def build() -> None:
             for source in sources:
                 built.append(
-                    AsyncAresGymEnv(source, observation=observation, action=action, tokenizer=tokenizer)
+                    AsyncAresGymEnv(
+                        source,
+                        observation=observation,
+                        action=action,
+                        tokenizer=tokenizer,
+                        prompt_render=prompt_render,
+                    )
                 )
 
         try:
@@ -441,6 +449,7 @@ def make_vector_env(
     observation: ObservationMode = "object",
     action: ActionMode = "object",
     tokenizer: Tokenizer | None = None,
+    prompt_render: PromptRender | str | None = None,
     autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     render_mode: str | None = None,
     failure: FailureMode = "raise",
@@ -473,6 +482,7 @@ def make_vector_env(
         observation=observation,
         action=action,
         tokenizer=tokenizer,
+        prompt_render=prompt_render,
         autoreset_mode=autoreset_mode,
         render_mode=render_mode,
         failure=failure,
