@@ -10,6 +10,7 @@ from typing import Any
 from ares.agents.base import ActionFormat, AgentFactory, CodeAgent
 from ares.agents.bash import BashAgentFactory
 from ares.agents.external import tool_loop_cli
+from ares.agents.single_turn import SingleTurnAgentFactory
 from ares.agents.tool_agent import ToolAgentFactory
 from ares.envs.code_env import CodeEnvironment
 from ares.envs.context_window import ContextWindow
@@ -84,6 +85,14 @@ PRESETS: dict[str, Preset] = {
     "harbor-mswea": Preset(
         "harbor-mswea", "a Harbor dataset dir (options path=DIR, verifier_mode), the real mini-swe-agent",
         _harbor_tasks, ("path", "verifier_mode"), agent=_mini_swe_agent,
+    ),
+    "humaneval-single": Preset(
+        "humaneval-single", "164 HumanEval problems, single-turn agent (one reply is the whole solution.py)",
+        lambda: load_humaneval(), agent=SingleTurnAgentFactory,
+    ),
+    "harbor-single": Preset(
+        "harbor-single", "Harbor tasks declaring [ares.agent] solution_file (path=DIR), single-turn agent",
+        _harbor_tasks, ("path", "verifier_mode"), agent=SingleTurnAgentFactory,
     ),
 }  # fmt: skip
 

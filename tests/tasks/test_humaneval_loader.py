@@ -119,7 +119,8 @@ def test_task_fields(tasks: list[Task]) -> None:
     assert task.source == "humaneval"
     assert task.metadata["entry_point"] == "has_close_elements"
     assert isinstance(task.tests, Mapping) and "test.sh" in task.tests and "check.py" in task.tests
-    assert isinstance(task.solution, Mapping) and set(task.solution) == {"solve.sh"}
+    assert isinstance(task.solution, Mapping) and set(task.solution) == {"solve.sh", "solution.py"}
+    assert task.solution_file == "solution.py"
     prompt = task.workspace["solution.py"]
     assert isinstance(prompt, str) and "def has_close_elements(" in prompt
     assert "canonical" not in repr(task.workspace)

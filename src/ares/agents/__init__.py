@@ -1,6 +1,6 @@
-"""Code agents: the CodeAgent seam, the built-in bash agent and the built-in tool-calling agent."""
+"""Code agents: the CodeAgent seam and the built-in bash, tool-calling and single-turn agents."""
 
-from ares.agents.base import ActionFormat, AgentFactory, CodeAgent, StatefulAgent
+from ares.agents.base import ActionFormat, AgentFactory, CodeAgent, SolutionFormat, StatefulAgent
 from ares.agents.bash import (
     SUBMIT_COMMAND,
     BashActionFormat,
@@ -10,6 +10,14 @@ from ares.agents.bash import (
     ExitStatus,
 )
 from ares.agents.bash_parser import FormatError, parse_action
+from ares.agents.single_turn import (
+    SingleTurnActionFormat,
+    SingleTurnAgent,
+    SingleTurnAgentConfig,
+    SingleTurnAgentFactory,
+    SingleTurnExitStatus,
+    extract_solution,
+)
 from ares.agents.tool_agent import (
     TOOLS,
     ToolActionFormat,
@@ -30,10 +38,17 @@ __all__ = [
     "CodeAgent",
     "ExitStatus",
     "FormatError",
+    "SingleTurnActionFormat",
+    "SingleTurnAgent",
+    "SingleTurnAgentConfig",
+    "SingleTurnAgentFactory",
+    "SingleTurnExitStatus",
+    "SolutionFormat",
     "StatefulAgent",
     "ToolActionFormat",
     "ToolAgent",
     "ToolAgentConfig",
     "ToolAgentFactory",
+    "extract_solution",
     "parse_action",
 ]

@@ -29,6 +29,16 @@ class ActionFormat(Protocol):
         ...
 
 
+@runtime_checkable
+class SolutionFormat(Protocol):
+    """An action format whose agent takes a whole solution in one reply instead of commands: the
+    oracle answers it with the task's reference solution file rather than by running solve.sh."""
+
+    def solution(self, code: str) -> LLMResponse:
+        """A response that makes the agent write ``code`` as the task's solution file."""
+        ...
+
+
 class AgentFactory(Protocol):
     """Builds one agent per episode; exposes the agent's action format for scripted policies."""
 

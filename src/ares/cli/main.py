@@ -34,7 +34,7 @@ from ares.cli.trace import app as trace_app
 from ares.cli.view import view
 from ares.core.status import EpisodeStatus
 from ares.errors import AresError, SandboxUnavailableError
-from ares.policies import API_POLICIES, POLICY_NAMES, make_policy
+from ares.policies import API_POLICIES, LOCAL_OPTIONS, LOCAL_POLICY, POLICY_NAMES, make_policy, split_policy
 from ares.records.collectors import JsonDirCollector
 from ares.registry import get_preset, list_presets, make
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, EpisodeResult, RunSummary, run_episodes
@@ -72,7 +72,10 @@ def presets() -> None:
 def run(
     preset: Annotated[str, typer.Argument(help="Preset name (see `ares presets`).")],
     policy: Annotated[
-        str, typer.Option("--policy", "-p", help=f"One of: {', '.join(POLICY_NAMES)}.")
+        str,
+        typer.Option(
+            "--policy", "-p", help=f"One of: {', '.join(POLICY_NAMES)}; local:PATH.gguf for another model."
+        ),
     ] = "oracle",
     episodes: Annotated[
         int | None,
@@ -117,10 +120,11 @@ def run(
         ),
     ] = None,
     max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="API policies: max tokens per answer.")
+        int | None, typer.Option("--max-tokens", min=1, help="API and local policies: max tokens per answer.")
     ] = None,
     temperature: Annotated[
-        float | None, typer.Option("--temperature", min=0.0, help="API policies: sampling temperature.")
+        float | None,
+        typer.Option("--temperature", min=0.0, help="API and local policies: sampling temperature."),
     ] = None,
     timeout: Annotated[
         float | None,
@@ -219,6 +223,9 @@ def run(
     except TrackingError as exc:
         raise fail(str(exc)) from None
     policy_options: dict[str, Any] = {"script": script} if script is not None else {}
+    if policy.partition(":")[0] == LOCAL_POLICY:
+        names = {"max_tokens": max_tokens, "temperature": temperature}
+        policy_options = {k: v for k, v in names.items() if k in LOCAL_OPTIONS and v is not None}
     if policy in API_POLICIES:
         names = {"model": model, "base_url": base_url, "api_key_env": api_key_env}
         names |= {"max_tokens": max_tokens, "temperature": temperature, "timeout_s": timeout}
@@ -239,7 +246,7 @@ def run(
         raise fail(f"-n {total} is not a multiple of --group-size {group_size} (groups are whole)")
     if policy_timeout is None:
         policy_timeout = max(DEFAULT_POLICY_TIMEOUT_S, 4 * (timeout or 0.0))
-    out_dir = out or Path("runs") / f"{preset}-{policy}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out_dir = out or Path("runs") / f"{preset}-{split_policy(policy)[0]}-{time.strftime('%Y%m%d-%H%M%S')}"
     (out_dir / "episodes").mkdir(parents=True, exist_ok=True)
     earlier = _finished_results(out_dir) if resume else {}
     collector = JsonDirCollector(out_dir / "trajectories")
@@ -311,8 +318,14 @@ def _check_options(
         spec = get_preset(preset)
     except AresError as exc:
         raise fail(str(exc)) from None
-    if policy not in POLICY_NAMES:
-        raise fail(f"unknown policy {policy!r}; choose one of: {', '.join(POLICY_NAMES)}")
+    try:
+        base_policy = split_policy(policy)[0]
+    except AresError as exc:
+        raise fail(str(exc)) from None
+    if base_policy not in POLICY_NAMES:
+        raise fail(
+            f"unknown policy {policy!r}; choose one of: {', '.join(POLICY_NAMES)} (or local:PATH.gguf)"
+        )
     for name, value in preset_options.items():
         if value is not None and name not in spec.options:
             flag = "--" + name.replace("_", "-")
@@ -332,6 +345,8 @@ def _check_options(
     if policy == "scripted" and script is None:
         raise fail("--policy scripted needs --script FILE.jsonl (one response per line)")
     given = [flag for flag, value in openai_options.items() if value is not None]
+    if base_policy == LOCAL_POLICY:  # the local policy takes --max-tokens and --temperature only
+        given = [flag for flag in given if flag.removeprefix("--").replace("-", "_") not in LOCAL_OPTIONS]
     if given and policy not in API_POLICIES:
         verb = "applies" if len(given) == 1 else "apply"
         others = ", ".join(API_POLICIES[1:])

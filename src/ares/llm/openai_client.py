@@ -59,6 +59,10 @@ class OpenAIChatClient:
 
     ``max_tokens`` and ``temperature``, when set, replace whatever the agent's request asked for
     (like ``model``, they are settings of the policy under evaluation, not of the agent).
+
+    ``logprobs=True`` asks the endpoint for the sampled tokens' logprobs (``"logprobs": true``) and
+    they land in ``LLMResponse.logprobs``. Off by default: not every endpoint accepts it (OpenAI's
+    reasoning models refuse it); vLLM, SGLang and llama.cpp servers do, so turn it on for RL there.
     """
 
     def __init__(
@@ -73,6 +77,7 @@ class OpenAIChatClient:
         max_connections: int = 256,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        logprobs: bool = False,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise LLMError(f"base_url must be an http(s) URL such as {DEFAULT_BASE_URL}, got {base_url!r}")
@@ -84,6 +89,7 @@ class OpenAIChatClient:
             raise LLMError(f"temperature must be >= 0, got {temperature}")
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.logprobs = logprobs
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.url = f"{self.base_url}/chat/completions"
@@ -158,6 +164,8 @@ class OpenAIChatClient:
             body[key] = self.max_tokens
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if self.logprobs:
+            body["logprobs"] = True
         body.pop("stream", None)
         body.pop("stream_options", None)
         return body

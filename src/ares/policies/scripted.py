@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ares.agents.base import ActionFormat
+from ares.agents.base import ActionFormat, SolutionFormat
 from ares.errors import PolicyError
 from ares.llm.types import LLMRequest, LLMResponse, ToolCall, Usage
 from ares.policies.base import Policy, PolicyFactory
@@ -61,8 +61,24 @@ def oracle_command(task: Task) -> str:
     return "\n".join(lines)
 
 
+def reference_solution(task: Task) -> str:
+    """The reference content of the task's solution file: ``solution/<solution_file>``."""
+    if task.solution_file is None:
+        raise PolicyError(f"task {task.id} declares no solution file; its oracle can only run solve.sh")
+    files = _solution_files(task.solution) if task.solution is not None else {}
+    if task.solution_file not in files:
+        raise PolicyError(
+            f"task {task.id}: the reference solution has no {task.solution_file} (add "
+            f"solution/{task.solution_file}), so an oracle cannot answer a single-reply agent"
+        )
+    return files[task.solution_file].decode("utf-8")
+
+
 def oracle_policy(task: Task, fmt: ActionFormat) -> Policy:
-    """Replays the reference solution through the agent's own action format, then submits."""
+    """Replays the reference solution through the agent's own action format, then submits: the
+    solution file's reference content for agents that take one (``SolutionFormat``), else solve.sh."""
+    if isinstance(fmt, SolutionFormat):
+        return ReplayPolicy([fmt.solution(reference_solution(task))], fmt.submit())
     return ReplayPolicy([fmt.command(oracle_command(task))], fmt.submit())
 
 

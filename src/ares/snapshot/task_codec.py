@@ -38,6 +38,7 @@ def task_to_json(task: Task) -> dict[str, Any]:
         "outputs": list(task.outputs),
         "workspace": _files_to_json(task.workspace),
         "solution": None if task.solution is None else _files_to_json(task.solution),
+        "solution_file": task.solution_file,
         "source": task.source,
         "metadata": dict(task.metadata),
     }
@@ -66,6 +67,7 @@ def task_from_json(data: Mapping[str, Any]) -> Task:
         outputs=tuple(data["outputs"]),
         workspace=_files_from_json(data["workspace"]),  # type: ignore[arg-type]
         solution=None if data.get("solution") is None else _files_from_json(data["solution"]),
+        solution_file=data.get("solution_file"),
         source=str(data.get("source", "")),
         metadata=dict(data.get("metadata") or {}),
     )

@@ -138,6 +138,7 @@ def load_harbor_task(path: Path, *, verifier_mode: VerifierMode | None = None) -
         verifier_mode=mode,
         outputs=outputs,
         solution=_solution_dir(root),
+        solution_file=_solution_file(top),
         source="harbor",
         metadata=metadata,
     )
@@ -314,6 +315,23 @@ def _verifier_extension(top: _Section, override: VerifierMode | None) -> tuple[V
     if "/" in outputs:
         raise section.error("outputs", 'includes "/", which is the whole filesystem', 'use mode = "full"')
     return override or mode, outputs  # type: ignore[return-value]
+
+
+def _solution_file(top: _Section) -> str | None:
+    """``[ares.agent] solution_file = "solution.py"``: the file, relative to the workdir, that holds a
+    function-level task's answer (an ARES extension for single-turn agents; Harbor ignores it)."""
+    section = top.table("ares").table("agent")
+    section = _Section(section.file, "ares.agent", section.data)
+    name = section.string("solution_file")
+    if name is None:
+        return None
+    normalized = posixpath.normpath(name.strip()) if name.strip() else ""
+    if normalized in ("", ".", "..") or normalized.startswith(("/", "../")):
+        raise section.error(
+            "solution_file", f"must be a file path relative to the workdir, got {name!r}",
+            'write e.g. solution_file = "solution.py"',
+        )  # fmt: skip
+    return normalized
 
 
 def _workdir(root: Path, env: _Section) -> str:

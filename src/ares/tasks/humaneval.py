@@ -202,6 +202,7 @@ def _task(row: dict[str, Any]) -> Task:
     task_id: str = row["task_id"]
     number = task_id.rsplit("/", 1)[-1]
     prompt: str = row["prompt"]
+    reference = prompt + row["canonical_solution"]
     verifier_env = {
         f"{ENV_PREFIX}TASK_ID": task_id,
         f"{ENV_PREFIX}ENTRY_POINT": row["entry_point"],
@@ -222,7 +223,8 @@ def _task(row: dict[str, Any]) -> Task:
         command_timeout_s=60.0,
         verifier_timeout_s=60.0,
         workspace={SOLUTION_FILE: prompt},
-        solution={"solve.sh": _solve_sh(task_id, prompt + row["canonical_solution"])},
+        solution={"solve.sh": _solve_sh(task_id, reference), SOLUTION_FILE: reference},
+        solution_file=SOLUTION_FILE,
         source="humaneval",
         metadata={"task_id": task_id, "entry_point": row["entry_point"]},
     )

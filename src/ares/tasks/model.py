@@ -27,6 +27,9 @@ class Task:
     contains ``solve.sh``, run from ``workdir`` with the solution files in /solution.
     ``verifier_mode`` and ``outputs`` say what of the agent's filesystem the tests see (see
     ``VerifierMode``); ``outputs`` are absolute paths, the workdir when empty.
+    ``solution_file`` names the one file (relative to ``workdir``) that holds a function-level task's
+    answer, for agents that write a whole solution in one reply; a ``solution`` may hold its
+    reference content at the same relative path.
     """
 
     id: str
@@ -47,6 +50,7 @@ class Task:
     outputs: tuple[str, ...] = ()
     workspace: FileMap = field(default_factory=dict)
     solution: FileSource | None = None
+    solution_file: str | None = None
     source: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
 

@@ -1,0 +1,43 @@
+"""A policy backed by a local GGUF model (extra ``local``): answers carry token ids and logprobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ares import tracing
+from ares.agents.base import ActionFormat
+from ares.llm.local.client import LocalChatClient
+from ares.llm.types import LLMRequest, LLMResponse
+from ares.policies.base import Policy
+from ares.tasks.model import Task
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPolicy:
+    """Answers each observation with the local model; stateless, so episodes may share it."""
+
+    client: LocalChatClient
+
+    async def act(self, observation: LLMRequest) -> LLMResponse:
+        with tracing.span("policy.local", cat="policy", level="full", model=self.client.settings.path):
+            return await self.client(observation)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPolicyFactory:
+    """A picklable PolicyFactory: each process (e.g. a Ray actor) loads the model on first use."""
+
+    client: LocalChatClient
+
+    def __call__(self, task: Task, action_format: ActionFormat) -> Policy:
+        return LocalPolicy(self.client)
+
+
+def local_policy_factory(model_path: str | None = None, **options: Any) -> LocalPolicyFactory:
+    """A factory for ``LocalPolicy``; ``model_path`` is a GGUF file (default: SmolLM2-135M-Instruct).
+
+    ``options`` go to ``LocalChatClient``: ``temperature``, ``max_tokens`` (both replace the
+    agent's), ``sampling``, ``context``, ``parallel``, ``threads``, ``max_concurrency``.
+    """
+    return LocalPolicyFactory(LocalChatClient(model_path, **options))

