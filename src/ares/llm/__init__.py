@@ -1,5 +1,6 @@
 """LLM request/response types, wire-format converters, clients and the in-process interceptor."""
 
+from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
 from ares.llm.anthropic_messages import (
     request_from_anthropic,
     request_to_anthropic,
@@ -34,6 +35,7 @@ from ares.llm.types import (
 )
 
 __all__ = [
+    "PROMPT_TOKEN_IDS_KEY",
     "AgentFinished",
     "InterceptedLLMClient",
     "LLMClient",

@@ -1,0 +1,145 @@
+"""A policy sampling from an in-process Hugging Face ``transformers`` model (extra ``train``).
+
+A trainer that updates a model's weights in place needs samples from those weights, not from a
+separately served copy: this policy generates with the very model object the trainer optimises, so
+rollouts are on-policy after every update. Answers carry the sampled token ids and their logprobs
+(log-softmax of the raw logits, i.e. the temperature-1 distribution the trainer's loss scores), and
+``extra["ares_prompt_token_ids"]`` the prompt ids, rendered with the tokenizer's own chat template.
+
+Concurrent episodes' requests are gathered into one left-padded ``generate`` call (a batch is much
+cheaper per token than one sequence at a time on a CPU), run in a worker thread so the event loop
+never blocks. The trainer must not step its optimizer while a rollout runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ares.agents.base import ActionFormat
+from ares.errors import LLMError
+from ares.llm import PROMPT_TOKEN_IDS_KEY
+from ares.llm.openai_chat import request_to_openai
+from ares.llm.types import LLMRequest, LLMResponse, Usage
+from ares.policies.base import Policy
+from ares.tasks.model import Task
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationSettings:
+    """How to sample. ``temperature`` 0 is greedy; logprobs are always of the untempered logits."""
+
+    max_new_tokens: int = 256
+    temperature: float = 1.0
+    batch_size: int = 8
+    #: How long the first request of a batch waits for others before the batch is generated anyway.
+    gather_s: float = 0.2
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1 or self.batch_size < 1 or self.temperature < 0 or self.gather_s < 0:
+            raise LLMError("max_new_tokens and batch_size must be >= 1; temperature and gather_s >= 0")
+
+
+@dataclass(slots=True)
+class _Pending:
+    prompt: list[int]
+    answer: asyncio.Future[tuple[list[int], list[float]]]
+
+
+@dataclass(slots=True)
+class TransformersPolicy:
+    """Answers every episode's requests with ``model``; one instance serves all episodes of a run."""
+
+    model: Any  # a transformers PreTrainedModel (causal LM)
+    tokenizer: Any  # its tokenizer, with a chat template
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+    _queue: list[_Pending] = field(default_factory=list)
+    _worker: asyncio.Task[None] | None = None
+
+    def __call__(self, task: Task, action_format: ActionFormat) -> Policy:
+        """The PolicyFactory: every episode shares this instance (and so its batches)."""
+        return self
+
+    def prompt_ids(self, request: LLMRequest) -> list[int]:
+        """The ids fed to the model: the request's own, else its chat rendered by the template."""
+        if request.prompt_token_ids is not None:
+            return list(request.prompt_token_ids)
+        messages = request_to_openai(request)["messages"]
+        ids = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+
+    async def act(self, observation: LLMRequest) -> LLMResponse:
+        prompt = self.prompt_ids(observation)
+        if not prompt:
+            raise LLMError("the prompt is empty: nothing to feed the model")
+        pending = _Pending(prompt, asyncio.get_running_loop().create_future())
+        self._queue.append(pending)
+        if self._worker is None or self._worker.done():
+            self._worker = asyncio.create_task(self._drain())
+        ids, logprobs = await pending.answer
+        eos = set(_eos_ids(self.model, self.tokenizer))
+        stopped = bool(ids) and ids[-1] in eos
+        return LLMResponse(
+            content=self.tokenizer.decode(ids, skip_special_tokens=True),
+            finish_reason="stop" if stopped else "length",
+            usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(ids)),
+            model=getattr(self.model.config, "name_or_path", None) or None,
+            token_ids=tuple(ids),
+            logprobs=tuple(logprobs),
+            extra={PROMPT_TOKEN_IDS_KEY: tuple(prompt)},
+        )
+
+    async def _drain(self) -> None:
+        """Generate batches until the queue is empty; a failed batch fails only its requests."""
+        while self._queue:
+            if len(self._queue) < self.settings.batch_size:
+                await asyncio.sleep(self.settings.gather_s)
+            batch = self._queue[: self.settings.batch_size]
+            del self._queue[: len(batch)]
+            try:
+                answers = await asyncio.to_thread(self._generate, [p.prompt for p in batch])
+            except Exception as e:  # handed to each waiting episode
+                for p in batch:
+                    if not p.answer.done():
+                        p.answer.set_exception(LLMError(f"generation failed: {type(e).__name__}: {e}"))
+                continue
+            for p, answer in zip(batch, answers, strict=True):
+                if not p.answer.done():
+                    p.answer.set_result(answer)
+
+    def _generate(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
+        """Sample one completion per prompt: (token ids up to and including EOS, their logprobs)."""
+        pad = self.tokenizer.pad_token_id
+        pad = pad if pad is not None else _eos_ids(self.model, self.tokenizer)[0]
+        width = max(len(p) for p in prompts)
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+        greedy = self.settings.temperature == 0
+        sampling: dict[str, Any] = (
+            {"do_sample": False}
+            if greedy
+            else {"do_sample": True, "temperature": self.settings.temperature, "top_k": 0, "top_p": 1.0}
+        )
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=input_ids, attention_mask=mask, max_new_tokens=self.settings.max_new_tokens,
+                pad_token_id=pad, return_dict_in_generate=True, output_logits=True, **sampling,
+            )  # fmt: skip
+        new = out.sequences[:, width:]
+        logits = torch.stack(out.logits, dim=1).float()  # raw logits: [batch, new tokens, vocab]
+        chosen = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        eos = set(_eos_ids(self.model, self.tokenizer))
+        answers = []
+        for row, row_logprobs in zip(new.tolist(), chosen.tolist(), strict=True):
+            end = next((i + 1 for i, t in enumerate(row) if t in eos), len(row))
+            answers.append((row[:end], row_logprobs[:end]))
+        return answers
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
+    eos = model.generation_config.eos_token_id
+    ids = eos if isinstance(eos, list) else [eos] if eos is not None else []
+    return ids or [tokenizer.eos_token_id]
