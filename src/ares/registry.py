@@ -16,6 +16,7 @@ from ares.envs.code_env import CodeEnvironment
 from ares.envs.context_window import ContextWindow
 from ares.errors import PolicyError, TaskNotFoundError, UnknownPresetError
 from ares.llm.interceptor import LLMClient
+from ares.llm.tokens import TokenRenderer
 from ares.llm.types import LLMResponse
 from ares.sandbox.base import Sandbox, SandboxFactory
 from ares.sandbox.local import LocalSandbox
@@ -177,6 +178,7 @@ def make(
     sandbox_factory: SandboxFactory = LocalSandbox,
     warm_pool: int = 0,
     agent: AgentFactory | Callable[..., CodeAgent] | None = None,
+    token_renderer: TokenRenderer | None = None,
     **options: Any,
 ) -> CodeEnvironment:
     """Build the environment of a preset, e.g. ``make("humaneval", tasks="0:10")``.
@@ -188,6 +190,10 @@ def make(
 
     ``context_limit`` is the policy's context window in prompt tokens: a step whose prompt outgrows it
     ends the episode as truncated ("context_limit"). None (default) means unlimited.
+
+    ``token_renderer`` (the policy model's template and tokenizer, e.g. the local policy factory's
+    ``token_renderer()``) makes observations token exact: prompt ids extend the previous prompt +
+    completion ids (see ``ares.llm.tokens``).
 
     ``warm_pool=N`` keeps N started sandboxes per task spec ready for this environment, so ``reset()``
     does not wait for a sandbox start; the environment closes the pool. To share one pool between
@@ -212,6 +218,7 @@ def make(
         seed=seed,
         name=preset,
         closing=(pool,) if pool else (),
+        token_renderer=token_renderer,
     )
 
 

@@ -252,6 +252,10 @@ def run(
     collector = JsonDirCollector(out_dir / "trajectories")
     run_config = {"preset": preset, "policy": policy, "seed": seed, "episodes": total, "out": str(out_dir)}
     tracker = _make_trackers(track_specs, run_config, out_dir, earlier.values())
+    # A local policy knows its model's template and tokenizer: its runs are token exact by default.
+    renderer = policy_factory.token_renderer() if hasattr(policy_factory, "token_renderer") else None
+    if renderer is not None:
+        options["token_renderer"] = renderer
 
     def make_env() -> Any:
         return make(

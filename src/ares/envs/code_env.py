@@ -32,7 +32,8 @@ from ares.errors import (
     TaskNotFoundError,
     VerifierError,
 )
-from ares.llm.interceptor import AgentFinished, InterceptedLLMClient
+from ares.llm.interceptor import AgentFinished, InterceptedLLMClient, LLMClient
+from ares.llm.tokens import TokenExactClient, TokenRenderer
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.sandbox.base import Sandbox, SandboxFactory
 from ares.sandbox.snapshots import SnapshotRestoringFactory, SnapshottingSandbox
@@ -69,13 +70,17 @@ class CodeEnvironment:
         name: str = "code",
         closing: Sequence[AsyncClosable] = (),
         time_limit_clock: TimeLimitClock = "agent",
+        token_renderer: TokenRenderer | None = None,
     ) -> None:
         """``context_limit``: the policy's context window in prompt tokens (or a ``ContextWindow`` with
         a tokenizer's counter); a step whose prompt outgrows it ends the episode, truncated.
         ``closing``: resources made for this environment alone (a warm pool), closed by ``close()``.
         ``time_limit_clock``: whether a task's ``agent_timeout_s`` counts the policy's thinking time
         ("wall") or only the agent's and the sandbox's ("agent", the default: a slow inference server
-        must not truncate episodes)."""
+        must not truncate episodes).
+        ``token_renderer``: the policy model's chat template and tokenizer; the agent's requests then
+        carry prompt ids that extend the previous prompt + completion token for token where the
+        conversation allows (see ``ares.llm.tokens``)."""
         if time_limit_clock not in ("agent", "wall"):
             raise ValueError(f"time_limit_clock must be 'agent' or 'wall', got {time_limit_clock!r}")
         if not tasks:
@@ -99,6 +104,7 @@ class CodeEnvironment:
         self._client: InterceptedLLMClient | None = None
         self._agent: asyncio.Task[None] | None = None
         self.time_limit_clock: TimeLimitClock = time_limit_clock
+        self.token_renderer = token_renderer
         self._deadline: asyncio.TimerHandle | None = None
         self._clock_started = 0.0  # monotonic time of the agent's start
         self._paused = 0.0  # policy time so far, which the agent clock does not count
@@ -323,7 +329,7 @@ class CodeEnvironment:
         return CodeEnvironment(
             self.tasks, agent_factory=self._agent_factory, sandbox_factory=self._sandbox_factory,
             step_limit=self.step_limit, context_limit=self.context_window, name=self.name,
-            time_limit_clock=self.time_limit_clock,
+            time_limit_clock=self.time_limit_clock, token_renderer=self.token_renderer,
         )  # fmt: skip
 
     @property
@@ -378,11 +384,14 @@ class CodeEnvironment:
             await sandbox.upload(task.workspace, task.workdir)
         client = InterceptedLLMClient()
         self._client = client
+        llm: LLMClient = client
+        if self.token_renderer is not None:  # one per episode: it follows this agent's conversation
+            llm = TokenExactClient(client, self.token_renderer, resume=resume.observation if resume else None)
         assert self.episode is not None
         self._commands = []
         watched = CommandLog(sandbox, self.episode.limit_hits, self._commands)
         with tracing.span("agent.start", cat="agent") as span:  # until the agent's first LLM request
-            agent = self._agent_factory(sandbox=cast(Sandbox, watched), llm=client, task=task)
+            agent = self._agent_factory(sandbox=cast(Sandbox, watched), llm=llm, task=task)
             span.set("agent", type(agent).__name__)
             if resume is not None:
                 if not isinstance(agent, StatefulAgent):

@@ -8,6 +8,7 @@ from typing import Any
 from ares import tracing
 from ares.agents.base import ActionFormat
 from ares.llm.local.client import LocalChatClient
+from ares.llm.local.renderer import LocalModelRenderer
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.policies.base import Policy
 from ares.tasks.model import Task
@@ -32,6 +33,11 @@ class LocalPolicyFactory:
 
     def __call__(self, task: Task, action_format: ActionFormat) -> Policy:
         return LocalPolicy(self.client)
+
+    def token_renderer(self) -> LocalModelRenderer:
+        """The model's own template and tokenizer: give it to ``make(token_renderer=)`` so the agent's
+        prompts extend the previous prompt + completion token for token."""
+        return LocalModelRenderer(self.client)
 
 
 def local_policy_factory(model_path: str | None = None, **options: Any) -> LocalPolicyFactory:

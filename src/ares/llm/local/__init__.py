@@ -9,12 +9,14 @@ from ares.llm.local.model import (
     default_model_path,
     load_model,
 )
+from ares.llm.local.renderer import LocalModelRenderer
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "ContextOverflowError",
     "LocalChatClient",
     "LocalModel",
+    "LocalModelRenderer",
     "ModelSettings",
     "check_gguf",
     "default_model_path",

@@ -115,9 +115,11 @@ class LocalModel:
             body["tools"] = list(tools)
         return str((await self._post("/apply-template", body))["prompt"])
 
-    async def tokenize(self, text: str) -> list[int]:
-        """Token ids of ``text``, special tokens parsed and BOS added as the model wants."""
-        data = await self._post("/tokenize", {"content": text, "add_special": True, "parse_special": True})
+    async def tokenize(self, text: str, *, add_special: bool = True) -> list[int]:
+        """Token ids of ``text``, special tokens parsed; ``add_special``: BOS added as the model wants
+        (a prompt's start; False for a continuation)."""
+        body = {"content": text, "add_special": add_special, "parse_special": True}
+        data = await self._post("/tokenize", body)
         return [int(t) for t in data["tokens"]]
 
     async def detokenize(self, ids: Sequence[int]) -> str:
