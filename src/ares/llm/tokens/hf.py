@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ares.errors import LLMError
-from ares.llm.types import LLMRequest, Message, ToolCall
+from ares.llm.tokens.chat_format import template_messages
+from ares.llm.types import LLMRequest
 
 
 class ChatTokenizer(Protocol):
@@ -40,7 +40,7 @@ class HFTokenizerRenderer:
         self.tokenizer = tokenizer
 
     async def render(self, request: LLMRequest) -> str:
-        chat = [_template_message(m) for m in request.chat()]
+        chat = template_messages(request)
         tools = list(request.tools) or None
         text = await asyncio.to_thread(
             self.tokenizer.apply_chat_template, chat, tools=tools, add_generation_prompt=True, tokenize=False
@@ -54,27 +54,3 @@ class HFTokenizerRenderer:
         return await asyncio.to_thread(
             self.tokenizer.decode, list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False
         )
-
-
-def _template_message(m: Message) -> dict[str, Any]:
-    """A message as chat templates read it: text content, calls with parsed arguments (templates print
-    them with ``tojson``), tool results with the id of the call they answer."""
-    out: dict[str, Any] = {"role": m.role, "content": m.text}
-    if m.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": _arguments(c)}}
-            for c in m.tool_calls
-        ]
-    if m.tool_call_id is not None:
-        out["tool_call_id"] = m.tool_call_id
-    if m.name is not None:
-        out["name"] = m.name
-    return out
-
-
-def _arguments(call: ToolCall) -> Any:
-    try:
-        parsed = json.loads(call.arguments)
-    except ValueError:
-        return call.arguments  # a malformed call stays as the model wrote it
-    return parsed if isinstance(parsed, dict) else call.arguments

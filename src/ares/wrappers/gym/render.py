@@ -9,7 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ares.llm.types import LLMRequest, Message, ToolCall
+from ares.llm.tokens.chat_format import template_messages
+from ares.llm.types import LLMRequest, Message
 
 
 def message_text(m: Message) -> str:
@@ -41,37 +42,6 @@ class ChatTemplated(Protocol):
 def has_chat_template(tokenizer: object) -> bool:
     """Whether ``tokenizer`` can render a conversation with its own template."""
     return isinstance(tokenizer, ChatTemplated) and getattr(tokenizer, "chat_template", "") is not None
-
-
-def _arguments(call: ToolCall) -> Any:
-    # Templates print arguments with ``tojson``, so they expect the parsed object; text that is not a
-    # JSON object (a model's malformed call) stays as the model wrote it.
-    try:
-        parsed = json.loads(call.arguments)
-    except ValueError:
-        return call.arguments
-    return parsed if isinstance(parsed, dict) else call.arguments
-
-
-def template_message(m: Message) -> dict[str, Any]:
-    """One message as chat templates read it: text content (never None, templates ``trim`` it), assistant
-    tool calls in the OpenAI shape, tool results with the id of the call they answer."""
-    out: dict[str, Any] = {"role": m.role, "content": m.text}
-    if m.tool_calls:
-        out["tool_calls"] = [
-            {"id": c.id, "type": c.type, "function": {"name": c.name, "arguments": _arguments(c)}}
-            for c in m.tool_calls
-        ]
-    if m.tool_call_id is not None:
-        out["tool_call_id"] = m.tool_call_id
-    if m.name is not None:
-        out["name"] = m.name
-    return out
-
-
-def template_messages(request: LLMRequest) -> list[dict[str, Any]]:
-    """The system prompt and the messages, in the chat format templates expect."""
-    return [template_message(m) for m in request.chat()]
 
 
 def template_ids(tokenizer: ChatTemplated, request: LLMRequest) -> list[int]:
