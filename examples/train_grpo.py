@@ -40,6 +40,7 @@ from ares.llm.types import LLMResponse
 from ares.policies import PolicyFactory, make_policy
 from ares.policies.transformers_policy import GenerationSettings, TransformersPolicy
 from ares.records import EpisodeRecord, StepRecord
+from ares.records.collectors import NullCollector
 from ares.rollout.runner import run_episodes
 
 PRESET = "humaneval-single"
@@ -56,7 +57,7 @@ class Sample:
     logprobs: tuple[float, ...]
 
 
-class ActionCollector:
+class ActionCollector(NullCollector):
     """A TrajectoryCollector keeping, per episode number, the first LLM answer (the solution)."""
 
     def __init__(self) -> None:
@@ -70,15 +71,6 @@ class ActionCollector:
         number = self.index[episode_id]
         if isinstance(step.action, LLMResponse) and number not in self.actions:
             self.actions[number] = step.action
-
-    def end_episode(self, episode_id: str, **_: Any) -> None:
-        pass
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 async def rollouts(policy: PolicyFactory, count: int, k: int, seed: int) -> list[Sample]:
