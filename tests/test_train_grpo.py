@@ -25,13 +25,14 @@ QUANTIZED_TOLERANCE = 1.5
 def test_two_grpo_steps_log_finite_losses_and_on_policy_logprobs(tmp_path: Path) -> None:
     out = tmp_path / "grpo.jsonl"
     run = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--steps", "2", "--tasks", "2", "--k", "2",
-         "--max-new-tokens", "24", "--out", str(out)],
+        [sys.executable, str(EXAMPLE), "--steps", "2", "--tasks", "0:2", "--k", "2",
+         "--max-new-tokens", "24", "--train-layers", "2", "--out", str(out)],
         capture_output=True, text=True, timeout=590, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     entries = [json.loads(line) for line in out.read_text().splitlines()]
-    check, steps = entries[0], entries[1:]
+    setup, check, steps = entries[0], entries[1], entries[2:]
+    assert (setup["tasks"], setup["k"]) == (2, 2)
     assert check["check"] == "local" and check["tokens"] > 0
     assert 0 <= check["max_abs_diff"] < QUANTIZED_TOLERANCE
     assert [s["step"] for s in steps] == [0, 1]

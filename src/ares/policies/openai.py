@@ -2,44 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from ares import tracing
-from ares.agents.base import ActionFormat
 from ares.llm.openai_client import OpenAIChatClient
-from ares.llm.types import LLMRequest, LLMResponse
-from ares.policies.base import Policy
-from ares.tasks.model import Task
+from ares.policies.client import ClientPolicy, ClientPolicyFactory
+
+#: The OpenAI-compatible policy is the generic client policy with an ``OpenAIChatClient``.
+OpenAIPolicy = ClientPolicy
+OpenAIPolicyFactory = ClientPolicyFactory
 
 
-@dataclass(frozen=True, slots=True)
-class OpenAIPolicy:
-    """Answers each observation by asking the client's model; stateless, so episodes may share it."""
-
-    client: OpenAIChatClient
-
-    async def act(self, observation: LLMRequest) -> LLMResponse:
-        model = self.client.model or observation.model or ""
-        with tracing.span("policy.http", cat="policy", level="full", model=model):
-            return await self.client(observation)
-
-
-@dataclass(frozen=True, slots=True)
-class OpenAIPolicyFactory:
-    """A PolicyFactory whose episodes share one client (one connection pool, one model)."""
-
-    client: OpenAIChatClient
-
-    def __call__(self, task: Task, action_format: ActionFormat) -> Policy:
-        return OpenAIPolicy(self.client)
-
-    async def aclose(self) -> None:
-        """Close the shared client once no episode needs it any more."""
-        await self.client.aclose()
-
-
-def openai_policy_factory(*, client: OpenAIChatClient | None = None, **options: Any) -> OpenAIPolicyFactory:
+def openai_policy_factory(*, client: OpenAIChatClient | None = None, **options: Any) -> ClientPolicyFactory:
     """A factory for ``OpenAIPolicy``; ``options`` go to ``OpenAIChatClient.from_env``.
 
     Options: ``base_url``, ``api_key``, ``api_key_env`` (the variable to read the key from),
@@ -50,4 +23,4 @@ def openai_policy_factory(*, client: OpenAIChatClient | None = None, **options: 
     """
     if client is not None and options:
         raise TypeError("pass either client= or client options, not both")
-    return OpenAIPolicyFactory(client if client is not None else OpenAIChatClient.from_env(**options))
+    return ClientPolicyFactory(client if client is not None else OpenAIChatClient.from_env(**options))

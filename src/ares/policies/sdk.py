@@ -8,15 +8,10 @@ forward the agent's request as is; the clients live in ``ares.llm.sdk`` behind t
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from ares import tracing
-from ares.agents.base import ActionFormat
 from ares.errors import UnknownPresetError
-from ares.llm.types import LLMRequest, LLMResponse
-from ares.policies.base import Policy
-from ares.tasks.model import Task
+from ares.policies.client import ClientPolicy, ClientPolicyFactory, ClosableLLMClient
 
 #: Policy name -> (module, client class) in ``ares.llm.sdk``; imported only when asked for.
 SDK_POLICIES = {
@@ -24,43 +19,7 @@ SDK_POLICIES = {
     "openai-responses": ("ares.llm.sdk.openai_sdk", "OpenAIResponsesSDKClient"),
     "anthropic": ("ares.llm.sdk.anthropic_sdk", "AnthropicSDKClient"),
 }
-
-
-class ClosableLLMClient(Protocol):
-    """An LLM client a policy factory owns: it answers requests and is closed once at the end."""
-
-    @property
-    def model(self) -> str | None: ...
-
-    async def __call__(self, request: LLMRequest) -> LLMResponse: ...
-
-    async def aclose(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ClientPolicy:
-    """Answers each observation by asking the client's model; stateless, so episodes may share it."""
-
-    client: ClosableLLMClient
-
-    async def act(self, observation: LLMRequest) -> LLMResponse:
-        model = self.client.model or observation.model or ""
-        with tracing.span("policy.http", cat="policy", level="full", model=model):
-            return await self.client(observation)
-
-
-@dataclass(frozen=True, slots=True)
-class ClientPolicyFactory:
-    """A PolicyFactory whose episodes share one client (one connection pool, one model)."""
-
-    client: ClosableLLMClient
-
-    def __call__(self, task: Task, action_format: ActionFormat) -> Policy:
-        return ClientPolicy(self.client)
-
-    async def aclose(self) -> None:
-        """Close the shared client once no episode needs it any more (the runner calls this)."""
-        await self.client.aclose()
+__all__ = ["SDK_POLICIES", "ClientPolicy", "ClientPolicyFactory", "ClosableLLMClient", "sdk_policy_factory"]
 
 
 def sdk_policy_factory(

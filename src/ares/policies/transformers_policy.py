@@ -89,7 +89,7 @@ class TransformersPolicy:
             model=getattr(self.model.config, "name_or_path", None) or None,
             token_ids=tuple(ids),
             logprobs=tuple(logprobs),
-            extra={PROMPT_TOKEN_IDS_KEY: tuple(prompt)},
+            extra={PROMPT_TOKEN_IDS_KEY: list(prompt)},  # a list, as a reloaded record has it
         )
 
     async def _drain(self) -> None:

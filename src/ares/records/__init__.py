@@ -1,7 +1,13 @@
 """Episode records: trajectory collection, rollout traces, loaders and exports."""
 
 from ares.records.collecting import TraceLevel, TrajectoryCollectingEnvironment
-from ares.records.collectors import JsonDirCollector, JsonlCollector, NullCollector, TrajectoryCollector
+from ares.records.collectors import (
+    JsonDirCollector,
+    JsonlCollector,
+    MemoryCollector,
+    NullCollector,
+    TrajectoryCollector,
+)
 from ares.records.loader import load_episodes
 from ares.records.model import EpisodeRecord, ErrorRecord, StepRecord
 
@@ -10,6 +16,7 @@ __all__ = [
     "ErrorRecord",
     "JsonDirCollector",
     "JsonlCollector",
+    "MemoryCollector",
     "NullCollector",
     "StepRecord",
     "TraceLevel",

@@ -5,6 +5,8 @@
   file is always a complete, valid record of the episode so far.
 - ``JsonlCollector``: one append-only file of events (``begin``, ``step``, ``end`` lines);
   ``load_episodes`` folds them back into episodes.
+- ``MemoryCollector``: the records as objects in this process, for a trainer that consumes each
+  batch of rollouts at once (nothing is encoded; ``take`` hands over the ended episodes).
 
 Both file collectors do their encoding and I/O on a background writer thread (``writer.py``): a
 step costs the caller a queue append, and the event loop never blocks on a disk. ``flush()`` makes
@@ -65,6 +67,43 @@ class NullCollector:
 
     def end_episode(self, episode_id: str, **_: Any) -> None:
         pass
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class MemoryCollector:
+    """Keeps every episode as an ``EpisodeRecord`` in memory; ``take()`` hands the ended ones over.
+
+    The objects are the live observations and actions (no JSON round trip), so a trainer reads the
+    very token ids and logprobs the policy returned.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[str, EpisodeRecord] = {}
+        self._steps: dict[str, list[StepRecord]] = {}
+        self._ended: list[EpisodeRecord] = []
+
+    def begin_episode(self, episode: EpisodeRecord) -> None:
+        self._open[episode.episode_id] = episode
+        self._steps[episode.episode_id] = list(episode.steps)
+
+    def record_step(self, episode_id: str, step: StepRecord) -> None:
+        self._steps[episode_id].append(step)
+
+    def end_episode(self, episode_id: str, **end: Any) -> None:
+        episode = self._open.pop(episode_id)
+        metadata = {**episode.metadata, **(end.pop("metadata", None) or {})}
+        steps = tuple(self._steps.pop(episode_id))
+        self._ended.append(replace(episode, metadata=metadata, steps=steps, **end))
+
+    def take(self) -> list[EpisodeRecord]:
+        """The episodes ended since the last call, in the order they ended; they are forgotten here."""
+        ended, self._ended = self._ended, []
+        return ended
 
     def flush(self) -> None:
         pass

@@ -164,5 +164,6 @@ def _response(data: Mapping[str, Any], prompt: tuple[int, ...], model: str) -> L
         model=model,
         token_ids=ids,
         logprobs=logprobs,
-        extra={PROMPT_TOKEN_IDS_KEY: prompt, "ares_stop_type": stop_type},
+        # A list, as JSON has it: a record read back from disk equals the live response.
+        extra={PROMPT_TOKEN_IDS_KEY: list(prompt), "ares_stop_type": stop_type},
     )

@@ -1,0 +1,28 @@
+"""Training on ARES rollouts: exact token sequences, GRPO groups, and adapters for trainers.
+
+- ``sequences``: an episode as ``TokenSequence``s (prompt ids, completion ids, a mask of the tokens
+  the policy sampled, their logprobs, the episode's reward and status).
+- ``rollouts``: ``collect_rollouts`` runs a batch of grouped episodes and returns both;
+  ``group_advantages`` computes GRPO's group-relative advantages.
+- ``trl``: TRL ``GRPOTrainer``'s ``rollout_func`` and reward function (TRL is imported lazily).
+"""
+
+from ares.training.rollouts import Rollouts, collect_rollouts, group_advantages
+from ares.training.sequences import (
+    SCORED,
+    MissingTokensError,
+    TokenSequence,
+    episode_sequences,
+    token_sequences,
+)
+
+__all__ = [
+    "SCORED",
+    "MissingTokensError",
+    "Rollouts",
+    "TokenSequence",
+    "collect_rollouts",
+    "episode_sequences",
+    "group_advantages",
+    "token_sequences",
+]

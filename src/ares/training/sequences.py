@@ -1,0 +1,150 @@
+"""Episodes as token sequences: what a policy-gradient trainer computes its loss on.
+
+A multi-turn episode whose prompts extend each other token for token (the local policy, or any
+policy behind a ``TokenExactClient``) is one sequence: the first prompt, then every completion and
+every token the environment and template added in between. ``mask`` marks the tokens the policy
+sampled (1) apart from the rest (0), and ``logprobs`` holds the policy's logprob of each sampled
+token (0.0 under mask 0). Where a prompt does not extend the previous prompt + completion (an agent
+rewrote its history), a new sequence starts, so no token is ever scored in a context the policy
+did not see. That is the shape TRL (``env_mask``), SkyRL (``loss_masks``) and verl
+(``response_mask``) train on; a single-turn episode is simply prompt + completion, mask all ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
+from ares.records.exports.turns import Turn, episode_reward, turns
+from ares.records.model import EpisodeRecord
+
+#: Episode statuses that come with a reward a trainer may use (the others ended without a verdict).
+SCORED = frozenset({"finished", "truncated"})
+
+
+class MissingTokensError(ValueError):
+    """A turn has no token ids: the policy worked in text, so there is nothing exact to train on."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSequence:
+    """One training sample: a prompt, what followed it, and which of those tokens the policy chose.
+
+    ``reward`` is the episode's reward, None unless it finished or was truncated (an errored or
+    cancelled episode has no score: a trainer should drop it rather than read it as a failure).
+    ``index`` and ``group_id`` are the runner's episode number and group (None outside a runner).
+    """
+
+    episode_id: str
+    task_id: str | None
+    index: int | None
+    group_id: str | None
+    status: str
+    reward: float | None
+    prompt_ids: tuple[int, ...]
+    completion_ids: tuple[int, ...]
+    mask: tuple[int, ...]
+    logprobs: tuple[float, ...] | None
+    turns: int
+
+    def __post_init__(self) -> None:
+        if len(self.mask) != len(self.completion_ids):
+            raise ValueError("mask and completion_ids differ in length")
+        if self.logprobs is not None and len(self.logprobs) != len(self.completion_ids):
+            raise ValueError("logprobs and completion_ids differ in length")
+
+    @property
+    def sampled_tokens(self) -> int:
+        """How many completion tokens the policy sampled (the ones a loss scores)."""
+        return sum(self.mask)
+
+
+def token_sequences(episode: EpisodeRecord) -> list[TokenSequence]:
+    """The episode's policy turns joined into as few exact sequences as the prompts allow.
+
+    Raises ``MissingTokensError`` when a turn lacks prompt or completion token ids.
+    """
+    reward = episode_reward(episode) if episode.status in SCORED else None
+    metadata = episode.metadata if isinstance(episode.metadata, Mapping) else {}
+    index = metadata.get("episode_index")
+    group = metadata.get("group_id")
+    chains: list[_Chain] = []
+    for turn in turns(episode):
+        prompt, completion, logprobs = _turn_tokens(episode, turn)
+        current = chains[-1] if chains else None
+        if current is not None and current.extends_into(prompt):
+            current.add(prompt, completion, logprobs)
+        else:
+            chains.append(_Chain(prompt, completion, logprobs))
+    return [
+        TokenSequence(
+            episode_id=episode.episode_id,
+            task_id=episode.task_id,
+            index=int(index) if isinstance(index, int) else None,
+            group_id=str(group) if group is not None else None,
+            status=episode.status,
+            reward=reward,
+            prompt_ids=tuple(c.prompt),
+            completion_ids=tuple(c.completion),
+            mask=tuple(c.mask),
+            logprobs=None if c.logprobs is None else tuple(c.logprobs),
+            turns=c.turns,
+        )
+        for c in chains
+    ]
+
+
+def episode_sequences(episodes: Iterable[EpisodeRecord]) -> list[TokenSequence]:
+    """``token_sequences`` of each episode, in order."""
+    return [s for episode in episodes for s in token_sequences(episode)]
+
+
+class _Chain:
+    """A sequence being built: the first prompt, then completions and the tokens between them."""
+
+    def __init__(self, prompt: Sequence[int], completion: Sequence[int], logprobs: Sequence[float] | None):
+        self.prompt = list(prompt)
+        self.completion = list(completion)
+        self.mask = [1] * len(completion)
+        self.logprobs = None if logprobs is None else list(logprobs)
+        self.turns = 1
+
+    def extends_into(self, prompt: Sequence[int]) -> bool:
+        """Whether ``prompt`` starts with everything so far (so the policy saw it exactly)."""
+        n, head = len(self.prompt), len(self.prompt) + len(self.completion)
+        if len(prompt) < head:
+            return False
+        return list(prompt[:n]) == self.prompt and list(prompt[n:head]) == self.completion
+
+    def add(self, prompt: Sequence[int], completion: Sequence[int], logprobs: Sequence[float] | None) -> None:
+        added = list(prompt[len(self.prompt) + len(self.completion) :])
+        self.completion += added + list(completion)
+        self.mask += [0] * len(added) + [1] * len(completion)
+        if self.logprobs is not None and logprobs is not None:
+            self.logprobs += [0.0] * len(added) + list(logprobs)
+        else:
+            self.logprobs = None
+        self.turns += 1
+
+
+def _turn_tokens(episode: EpisodeRecord, turn: Turn) -> tuple[list[int], list[int], list[float] | None]:
+    """(prompt ids the policy was fed, completion ids, logprobs) of one turn."""
+    response = turn.response
+    fed: Any = response.extra.get(PROMPT_TOKEN_IDS_KEY) if isinstance(response.extra, Mapping) else None
+    prompt = fed if fed is not None else (turn.prompt.prompt_token_ids if turn.prompt is not None else None)
+    if not prompt or response.token_ids is None:
+        what = "prompt" if not prompt else "completion"
+        raise MissingTokensError(
+            f"episode {episode.episode_id} turn {turn.index} has no {what} token ids: sample with a "
+            "token-level policy (--policy local, TransformersPolicy) or give the environment a "
+            "token_renderer"
+        )
+    logprobs = None if response.logprobs is None else [float(x) for x in response.logprobs]
+    if logprobs is not None and len(logprobs) != len(response.token_ids):
+        raise MissingTokensError(
+            f"episode {episode.episode_id} turn {turn.index}: {len(logprobs)} logprobs for "
+            f"{len(response.token_ids)} tokens"
+        )
+    return [int(t) for t in prompt], [int(t) for t in response.token_ids], logprobs

