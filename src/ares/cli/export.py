@@ -24,6 +24,7 @@ from ares.records.exports import (
     write_turns_parquet,
 )
 from ares.records.loader import load_episodes, supersede
+from ares.training.sequences import MissingTokensError, write_sequences_jsonl
 
 console = Console()
 err_console = Console(stderr=True)
@@ -33,10 +34,13 @@ _DEFAULT_OUT = {
     "parquet": "turns.parquet",
     "steps": "steps.parquet",
     "atif": "atif",
+    "sequences": "sequences.jsonl",
 }
+#: The record exports plus RL training sequences (``ares.training``: one per episode, token exact).
+EXPORT_FORMATS = (*FORMATS, "sequences")
 _HELP_FORMAT = (
     "sft (chat JSONL), turns (turn view JSONL), parquet (turn view Parquet, for HF datasets), "
-    "steps (lossless step table Parquet), atif (Harbor ATIF)."
+    "steps (lossless step table Parquet), atif (Harbor ATIF), sequences (token-exact RL samples JSONL)."
 )
 
 
@@ -60,9 +64,10 @@ def export(
         bool, typer.Option("--per-turn", help="sft: one prompt/completion row per turn.")
     ] = False,
 ) -> None:
-    """Export the episodes recorded under DIRECTORY as SFT JSONL, the turn view, Parquet or ATIF."""
-    if fmt not in FORMATS:
-        raise _fail(f"unknown format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    """Export the episodes recorded under DIRECTORY as SFT JSONL, the turn view, Parquet, ATIF or
+    token-exact RL sequences."""
+    if fmt not in EXPORT_FORMATS:
+        raise _fail(f"unknown format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if per_turn and fmt != "sft":
         raise _fail("--per-turn applies to --format sft only (the turn view is already one row per turn)")
     if not directory.exists():
@@ -89,6 +94,8 @@ def export(
             written = f"{write_turns_parquet(kept, target)} turn rows"
         elif fmt == "steps":
             written = f"{write_steps_parquet(kept, target)} step rows"
+        elif fmt == "sequences":
+            written = f"{write_sequences_jsonl(kept, target)} token sequences"
         else:
             paths = write_atif(kept, target)
             written = f"{len(paths)} trajectories"
@@ -96,7 +103,7 @@ def export(
                 notes.append(
                     f"{len(paths.skipped)} episodes with no steps skipped (ATIF needs at least one step)"
                 )
-    except ImportError as exc:
+    except (ImportError, MissingTokensError) as exc:
         raise _fail(str(exc)) from None
     console.print(
         f"{len(kept)}/{len(episodes)} episodes -> {written} in {target}", highlight=False, markup=False

@@ -3,7 +3,9 @@
 A trainer that updates a model's weights in place needs samples from those weights, not from a
 separately served copy: this policy generates with the very model object the trainer optimises, so
 rollouts are on-policy after every update. Answers carry the sampled token ids and their logprobs
-(log-softmax of the raw logits, i.e. the temperature-1 distribution the trainer's loss scores), and
+(log-softmax of logits / temperature: the distribution each token was drawn from, which is what an
+importance ratio or a temperature-scaled loss such as TRL's needs; greedy answers report the
+untempered logits), and
 ``extra["ares_prompt_token_ids"]`` the prompt ids, rendered with the tokenizer's own chat template.
 
 Concurrent episodes' requests are gathered into one left-padded ``generate`` call (a batch is much
@@ -30,7 +32,8 @@ from ares.tasks.model import Task
 
 @dataclass(frozen=True, slots=True)
 class GenerationSettings:
-    """How to sample. ``temperature`` 0 is greedy; logprobs are always of the untempered logits."""
+    """How to sample. ``temperature`` 0 is greedy; logprobs are of the sampling distribution
+    (logits / temperature; the raw logits when greedy)."""
 
     max_new_tokens: int = 256
     temperature: float = 1.0
@@ -130,7 +133,8 @@ class TransformersPolicy:
             )  # fmt: skip
         new = out.sequences[:, width:]
         logits = torch.stack(out.logits, dim=1).float()  # raw logits: [batch, new tokens, vocab]
-        chosen = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        scale = self.settings.temperature if not greedy else 1.0
+        chosen = torch.log_softmax(logits / scale, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         eos = set(_eos_ids(self.model, self.tokenizer))
         answers = []
         for row, row_logprobs in zip(new.tolist(), chosen.tolist(), strict=True):

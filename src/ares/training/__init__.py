@@ -5,6 +5,10 @@
 - ``rollouts``: ``collect_rollouts`` runs a batch of grouped episodes and returns both;
   ``group_advantages`` computes GRPO's group-relative advantages.
 - ``trl``: TRL ``GRPOTrainer``'s ``rollout_func`` and reward function (TRL is imported lazily).
+- ``tinker``: sampling through a ``tinker.SamplingClient`` and ``tinker.Datum``s to train on.
+- ``formats``: the SkyRL ``GeneratorOutput`` and verl ``AgentLoopOutput`` shapes, as plain lists.
+- ``scoring``, ``gguf`` (extra ``train``): a transformers model's logprobs of the sequences, and a
+  GGUF loaded as a trainable float model.
 """
 
 from ares.training.rollouts import Rollouts, collect_rollouts, group_advantages

@@ -16,9 +16,12 @@ from ares.training.sequences import TokenSequence
 
 
 def completion_logprobs(
-    model: Any, sequences: Sequence[TokenSequence], pad_id: int
+    model: Any, sequences: Sequence[TokenSequence], pad_id: int, temperature: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """log p(token | everything before it) for every completion token: ([B, C], mask [B, C]).
+
+    ``temperature`` scores under logits / temperature, the distribution a sampler at that
+    temperature drew from (``TransformersPolicy`` records exactly these).
 
     Prompts are left-padded so all completions start at one column (only their C logits are
     computed: ``logits_to_keep``), with explicit position ids so padding shifts nothing, exactly
@@ -35,6 +38,6 @@ def completion_logprobs(
     ids, mask = torch.tensor(rows), torch.tensor(attention)
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
     logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=width_c + 1)
-    logits = logits.logits[:, :-1].float()  # the logits predicting each completion token
+    logits = logits.logits[:, :-1].float() / temperature  # the logits predicting each completion token
     chosen = torch.log_softmax(logits, dim=-1).gather(-1, ids[:, width_p:, None]).squeeze(-1)
     return chosen, torch.tensor(keep, dtype=chosen.dtype)

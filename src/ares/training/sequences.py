@@ -12,8 +12,12 @@ did not see. That is the shape TRL (``env_mask``), SkyRL (``loss_masks``) and ve
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
@@ -59,6 +63,10 @@ class TokenSequence:
     def sampled_tokens(self) -> int:
         """How many completion tokens the policy sampled (the ones a loss scores)."""
         return sum(self.mask)
+
+
+#: The fields of a ``TokenSequence``, in order: the keys of a ``sequences`` JSONL row.
+SEQUENCE_FIELDS = tuple(f.name for f in dataclasses.fields(TokenSequence))
 
 
 def token_sequences(episode: EpisodeRecord) -> list[TokenSequence]:
@@ -148,3 +156,44 @@ def _turn_tokens(episode: EpisodeRecord, turn: Turn) -> tuple[list[int], list[in
             f"{len(response.token_ids)} tokens"
         )
     return [int(t) for t in prompt], [int(t) for t in response.token_ids], logprobs
+
+
+# --- JSONL: ``ares export --format sequences`` --------------------------------------------------------
+
+
+def sequence_row(sequence: TokenSequence) -> dict[str, Any]:
+    """A sequence as a plain JSON object (lists for the token fields)."""
+    row = {name: getattr(sequence, name) for name in SEQUENCE_FIELDS}
+    for name in ("prompt_ids", "completion_ids", "mask", "logprobs"):
+        row[name] = None if row[name] is None else list(row[name])
+    return row
+
+
+def write_sequences_jsonl(episodes: Iterable[EpisodeRecord], path: Path) -> int:
+    """One ``TokenSequence`` per line, for every episode; returns how many lines were written.
+
+    Raises ``MissingTokensError`` (before writing anything) when an episode has no token ids.
+    """
+    rows = [json.dumps(sequence_row(s)) for s in episode_sequences(episodes)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(f"{row}\n" for row in rows))
+    os.replace(tmp, path)
+    return len(rows)
+
+
+def load_sequences_jsonl(path: Path) -> list[TokenSequence]:
+    """The sequences ``write_sequences_jsonl`` wrote, as equal objects."""
+    sequences = []
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            values = {name: row[name] for name in SEQUENCE_FIELDS}
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{number}: not a token sequence row ({e})") from None
+        for name in ("prompt_ids", "completion_ids", "mask", "logprobs"):
+            values[name] = None if values[name] is None else tuple(values[name])
+        sequences.append(TokenSequence(**values))
+    return sequences
