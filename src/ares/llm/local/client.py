@@ -7,6 +7,11 @@ that already carries ``prompt_token_ids`` (a trainer's token-in path) is fed as 
 Sampling defaults to the model's plain distribution (temperature 1, no top-k/min-p truncation)
 so the logprobs a trainer gets describe the policy it optimises; temperature 0 is greedy. The
 logprobs are llama.cpp's log-softmax of the raw logits (before temperature and top-p).
+
+Token ids come from llama.cpp's ``tokens`` (every generated id), not from its logprob entries:
+those merge the tokens of one multi-byte character into a single entry, so from the first such
+character on, each token's logprob is taken from one forced extra step (``_rescore``; same
+numbers, tested token by token).
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ from ares.llm.types import LLMRequest, LLMResponse, Usage
 #: Used when neither the client nor the request bounds the answer: a small model may never stop.
 DEFAULT_MAX_TOKENS = 1024
 _FINISH = {"eos": "stop", "word": "stop", "limit": "length"}
+#: How many top logprobs a re-scoring step asks for, widening when the sampled token is not among them.
+_RESCORE_WIDTHS = (64, 4096)
 
 
 class LocalChatClient:
@@ -141,29 +148,97 @@ class LocalChatClient:
             prompt = await self.prompt_ids(request)
             if not prompt:
                 raise LLMError("the prompt is empty: nothing to feed the local model")
-            data = await model.complete(prompt, self.params(request))
-        return _response(data, prompt, model.name)
+            params = self.params(request)
+            data = await model.complete(prompt, params)
+            ids, known, merged = aligned_logprobs(data)
+            if merged and data.get("stop_type") == "word":
+                ids = await _without_stop_word(model, ids, str(data.get("content", "")))
+            logprobs = [
+                lp if lp is not None else await _rescore(model, [*prompt, *ids[:i]], ids[i], params)
+                for i, lp in enumerate(known[: len(ids)])
+            ]
+        return _response(data, prompt, model.name, ids, logprobs)
 
 
-def _response(data: Mapping[str, Any], prompt: tuple[int, ...], model: str) -> LLMResponse:
+def _response(
+    data: Mapping[str, Any], prompt: tuple[int, ...], model: str, ids: list[int], logprobs: list[float]
+) -> LLMResponse:
     try:
-        probs = data["completion_probabilities"]
-        # The stop word's tokens are cut from content and from these; an EOS token is kept.
-        ids = tuple(int(p["id"]) for p in probs)
-        logprobs = tuple(float(p["logprob"]) for p in probs)
         content = str(data["content"])
         stop_type = str(data["stop_type"])
     except (KeyError, TypeError, ValueError) as e:
-        raise MalformedResponseError(
-            f"unexpected llama.cpp completion response: missing or bad {e}"
-        ) from None
+        raise _malformed(e) from None
     return LLMResponse(
         content=content,
         finish_reason=_FINISH.get(stop_type, "stop"),
         usage=Usage(prompt_tokens=len(prompt), completion_tokens=len(ids)),
         model=model,
-        token_ids=ids,
-        logprobs=logprobs,
+        token_ids=tuple(ids),
+        logprobs=tuple(logprobs),
         # A list, as JSON has it: a record read back from disk equals the live response.
         extra={PROMPT_TOKEN_IDS_KEY: list(prompt), "ares_stop_type": stop_type},
     )
+
+
+async def _rescore(model: LocalModel, context: list[int], token: int, params: Mapping[str, Any]) -> float:
+    """log p(``token`` | ``context``): one forced step that may not pick ``token``, whose raw top
+    logprobs (unaffected by the ban or temperature) list it; for the tokens llama.cpp merged."""
+    banned = [token]
+    for width in _RESCORE_WIDTHS:
+        for _ in range(3):  # a banned pick that is itself part of a character reports nothing: ban it too
+            body = {
+                **params, "n_predict": 1, "n_probs": width, "temperature": 0.0, "cache_prompt": True,
+                "logit_bias": [[t, False] for t in banned],
+            }  # fmt: skip
+            data = await model.complete(context, body)
+            entries = data.get("completion_probabilities") or []
+            if entries:
+                break
+            banned += [int(t) for t in data.get("tokens", ())]
+        for candidate in entries[0]["top_logprobs"] if entries else ():
+            if int(candidate["id"]) == token:
+                return float(candidate["logprob"])
+    raise MalformedResponseError(
+        f"llama.cpp reported no logprob for sampled token {token} (not in its top {_RESCORE_WIDTHS[-1]})"
+    )
+
+
+async def _without_stop_word(model: LocalModel, ids: list[int], content: str) -> list[int]:
+    """The longest prefix of ``ids`` whose text ``content`` starts with: the stop word's few tokens
+    cut, as llama.cpp cuts them from its entries (a token the stop word starts inside goes too)."""
+    for end in range(len(ids), 0, -1):
+        if content.startswith(await model.detokenize(ids[:end])):
+            return ids[:end]
+    return []
+
+
+def _malformed(error: Exception) -> MalformedResponseError:
+    return MalformedResponseError(f"unexpected llama.cpp completion response: missing or bad {error}")
+
+
+def aligned_logprobs(data: Mapping[str, Any]) -> tuple[list[int], list[float | None], bool]:
+    """(generated ids, logprobs, merged): each id's logprob, None where llama.cpp did not report it.
+
+    ``tokens`` holds every generated id. ``completion_probabilities`` has one entry per *piece of
+    text*: the tokens that together spell one multi-byte UTF-8 character (" ➞" is 3 tokens) share
+    one entry, which carries the last token's id and logprob and all their bytes. Entries are
+    matched to tokens one for one up to the first such merge (the entry's id then differs from the
+    token's); every token from there on gets None, to be scored again by the caller, since which
+    entry covers which tokens can no longer be told from ids (byte tokens repeat). ``merged`` says
+    whether that happened. A stop word's tokens (after the last entry) are cut, as llama.cpp cuts
+    them from ``content``; when merged, the caller cuts them by the content.
+    """
+    try:
+        tokens = [int(t) for t in data["tokens"]]
+        entries = [(int(e["id"]), float(e["logprob"])) for e in data["completion_probabilities"]]
+        stop_type = str(data["stop_type"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise _malformed(e) from None
+    exact = 0
+    while exact < min(len(tokens), len(entries)) and tokens[exact] == entries[exact][0]:
+        exact += 1
+    if exact == len(entries):  # one entry per token: whatever follows is a stop word's (or nothing)
+        kept = exact if stop_type == "word" else len(tokens)
+        logprobs: list[float | None] = [lp for _, lp in entries]
+        return tokens[:kept], logprobs + [None] * (kept - exact), kept != exact
+    return tokens, [lp for _, lp in entries[:exact]] + [None] * (len(tokens) - exact), True
