@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from ares.records import load_episodes
+from interruptible import popen_interruptible
 
 
 def ares(*args: str) -> list[str]:
@@ -27,7 +28,7 @@ def test_ctrl_c_leaves_complete_records_and_resume_finishes(tmp_path: Path) -> N
     out = tmp_path / "run"
     script = write_script(tmp_path / "slow.jsonl", 1.5)
     args = ["run", "humaneval", "--tasks", "0:6", "-c", "2", "-p", "scripted", "--script", str(script)]
-    proc = subprocess.Popen(ares(*args, "--out", str(out)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = popen_interruptible(ares(*args, "--out", str(out)), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # wait until two episodes are done and two more are running
         done = list((out / "episodes").glob("*.json")) if (out / "episodes").exists() else []

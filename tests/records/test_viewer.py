@@ -19,6 +19,7 @@ from ares.cli.main import app
 from ares.llm.types import LLMRequest, LLMResponse, Message
 from ares.records import EpisodeRecord, ErrorRecord, JsonDirCollector, StepRecord
 from ares.records.viewer import PageServer, embed_json, render_html, viewer_data
+from interruptible import popen_interruptible
 
 SYSTEM = "You are a coding agent. Run one ```bash``` block per reply; submit with `echo ARES_SUBMIT`."
 HOSTILE = "</script><script>window.__pwned = 1</script><b>bold</b> & <!-- x"
@@ -208,7 +209,7 @@ def test_page_server_renders_per_request_and_404s_elsewhere(tmp_path: Path) -> N
 
 def test_cli_serve_prints_the_url_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     records = write_records(tmp_path / "records")
-    proc = subprocess.Popen(
+    proc = popen_interruptible(
         [sys.executable, "-m", "ares.cli.main", "view", str(records), "--serve", "--port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "COLUMNS": "200"},
     )  # fmt: skip

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ares.sandbox.local import janitor
+from interruptible import popen_interruptible
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -70,7 +71,9 @@ def children() -> Iterator[list[subprocess.Popen[str]]]:
 
 def run_child(mode: str, tmp_path: Path) -> subprocess.Popen[str]:
     env = {**os.environ, "ARES_SANDBOX_DIR": str(tmp_path / "state"), "PYTHONPATH": str(SRC)}
-    return subprocess.Popen([sys.executable, "-c", CHILD, mode], stdout=subprocess.PIPE, text=True, env=env)
+    return popen_interruptible(
+        [sys.executable, "-c", CHILD, mode], stdout=subprocess.PIPE, text=True, env=env
+    )
 
 
 def test_interpreter_exit_without_stop_cleans_up(

@@ -24,6 +24,7 @@ from ares.sandbox import SandboxSpec
 from ares.sandbox.local import LocalSandbox, OverlayMount, RootfsPlan
 from ares.sandbox.pool import PooledSandbox, WarmPool, spec_key
 from ares.tasks.verifier import FreezableSandbox
+from interruptible import popen_interruptible
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -311,7 +312,9 @@ CHILD = textwrap.dedent(
 def test_interrupted_process_leaves_no_pooled_sandbox(tmp_path: Path, how: str | signal.Signals) -> None:
     env = {**os.environ, "ARES_SANDBOX_DIR": str(tmp_path / "state"), "PYTHONPATH": str(SRC)}
     mode = "exit" if how == "exit" else "wait"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, mode], stdout=subprocess.PIPE, text=True, env=env)
+    child = popen_interruptible(
+        [sys.executable, "-c", CHILD, mode], stdout=subprocess.PIPE, text=True, env=env
+    )
     line = child.stdout.readline()  # type: ignore[union-attr]
     assert line, f"the child failed: exit code {child.wait(30)}"
     report = json.loads(line)
