@@ -142,7 +142,9 @@ async def test_docker_outputs_a_deleted_workdir_stays_deleted(agent: DockerSandb
 async def test_docker_halt_kills_background_processes_and_keeps_files(agent: DockerSandbox) -> None:
     await check(
         agent,
-        "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 0.01; done' >/dev/null 2>&1 &",
+        # Renamed into place, so that halting it between a truncate and a write cannot leave /tmp/n empty.
+        "setsid sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/n.new; mv /tmp/n.new /tmp/n;"
+        " sleep 0.01; done' >/dev/null 2>&1 &",
     )
     await asyncio.sleep(0.3)
     await agent.halt()
