@@ -38,16 +38,14 @@ def load_gguf_as_float(path: str, dtype: torch.dtype | None = None, *, cache: bo
 
     dtype = dtype or torch.float32
 
-    tokenizer = load_gguf_tokenizer(path, cache=cache)
-    part = gguf_cache_dir(path) / str(dtype).removeprefix("torch.")
-    if cache and part.is_dir():
+    def read(part: Path) -> Any:
         model = AutoModelForCausalLM.from_pretrained(part, dtype=dtype)
         _check_float(model, path)
-        return model, tokenizer
-    model = _convert_model(path, dtype)
-    if cache:
-        _publish(part, model.save_pretrained)
-    return model, tokenizer
+        return model
+
+    part = gguf_cache_dir(path) / str(dtype).removeprefix("torch.")
+    tokenizer = load_gguf_tokenizer(path, cache=cache)
+    return _through_cache(part, cache, read, lambda: _convert_model(path, dtype)), tokenizer
 
 
 def load_gguf_tokenizer(path: str, *, cache: bool = True) -> Any:
@@ -55,12 +53,7 @@ def load_gguf_tokenizer(path: str, *, cache: bool = True) -> Any:
     from transformers import AutoTokenizer
 
     part = gguf_cache_dir(path) / "tokenizer"
-    if cache and part.is_dir():
-        return AutoTokenizer.from_pretrained(part)
-    tokenizer = _convert_tokenizer(path)
-    if cache:
-        _publish(part, tokenizer.save_pretrained)
-    return tokenizer
+    return _through_cache(part, cache, AutoTokenizer.from_pretrained, lambda: _convert_tokenizer(path))
 
 
 def gguf_cache_dir(path: str) -> Path:
@@ -72,6 +65,16 @@ def gguf_cache_dir(path: str) -> Path:
     identity = f"{real}\0{st.st_size}\0{st.st_mtime_ns}\0{transformers.__version__}"
     key = hashlib.sha256(identity.encode()).hexdigest()[:16]
     return default_cache_dir() / "models" / f"{Path(real).stem}-{key}"
+
+
+def _through_cache(part: Path, cache: bool, read: Callable[[Path], Any], convert: Callable[[], Any]) -> Any:
+    """``read(part)`` when the cache holds it; else ``convert()``, saved to ``part`` when caching."""
+    if cache and part.is_dir():
+        return read(part)
+    converted = convert()
+    if cache:
+        _publish(part, converted.save_pretrained)
+    return converted
 
 
 def _publish(target: Path, write: Callable[[str], object]) -> None:
