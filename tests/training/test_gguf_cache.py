@@ -103,3 +103,23 @@ def test_a_failed_conversion_publishes_nothing(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="disk full"):
         gguf._publish(target, broken)
     assert list(target.parent.iterdir()) == []
+
+
+def test_an_unwritable_cache_still_loads_with_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("a file where the cache directory should be")
+    monkeypatch.setenv("ARES_CACHE_DIR", str(blocker))
+    model_file = tmp_path / "tiny.gguf"
+    model_file.write_bytes(b"GGUF")
+
+    class Converted:
+        def save_pretrained(self, directory: str) -> None:
+            raise AssertionError("nowhere to save")
+
+    converted = Converted()
+    monkeypatch.setattr(gguf, "_convert_tokenizer", lambda path: converted)
+    with pytest.warns(RuntimeWarning, match="not cached"):
+        assert gguf.load_gguf_tokenizer(str(model_file)) is converted
+    assert blocker.is_file()

@@ -18,6 +18,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,7 +74,10 @@ def _through_cache(part: Path, cache: bool, read: Callable[[Path], Any], convert
         return read(part)
     converted = convert()
     if cache:
-        _publish(part, converted.save_pretrained)
+        try:
+            _publish(part, converted.save_pretrained)
+        except OSError as exc:  # e.g. a read-only or full cache: the load itself still succeeds
+            warnings.warn(f"not cached ({part}): {exc}", RuntimeWarning, stacklevel=3)
     return converted
 
 
