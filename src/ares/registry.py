@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from ares.sandbox.local import LocalSandbox
 from ares.sandbox.pool import WarmPool
 from ares.tasks.harbor import load_harbor_dataset
 from ares.tasks.humaneval import load_humaneval
-from ares.tasks.model import Task, VerifierMode
+from ares.tasks.model import VERIFIER_MODES, Task, VerifierMode
 
 #: Which tasks to use: an index, a slice, "3", "0:10", "::2", a task id, or a list of these.
 TaskSelection = int | slice | str | Sequence[int | str]
@@ -179,6 +179,7 @@ def make(
     warm_pool: int = 0,
     agent: AgentFactory | Callable[..., CodeAgent] | None = None,
     token_renderer: TokenRenderer | None = None,
+    verifier_mode: VerifierMode | None = None,
     **options: Any,
 ) -> CodeEnvironment:
     """Build the environment of a preset, e.g. ``make("humaneval", tasks="0:10")``.
@@ -195,6 +196,9 @@ def make(
     ``token_renderer()``) makes observations token exact: prompt ids extend the previous prompt +
     completion ids (see ``ares.llm.tokens``).
 
+    ``verifier_mode`` overrides every task's (``outputs``, ``full``, or ``in-place``: the tests in the
+    agent's own sandbox, which a backend that cannot fork needs and which nothing else ever falls back to).
+
     ``warm_pool=N`` keeps N started sandboxes per task spec ready for this environment, so ``reset()``
     does not wait for a sandbox start; the environment closes the pool. To share one pool between
     environments, pass a ``WarmPool`` as ``sandbox_factory`` and close it yourself.
@@ -208,6 +212,12 @@ def make(
         raise UnknownPresetError(f"preset {preset!r} has no option(s) {sorted(unknown)}; options: {allowed}")
     agent_factory = _agent_factory(agent) if agent is not None else spec.agent()
     chosen = select_tasks(spec.load_tasks(**options), tasks, shard)
+    if verifier_mode is not None:
+        if verifier_mode not in VERIFIER_MODES:
+            raise ValueError(
+                f"verifier_mode must be one of {', '.join(VERIFIER_MODES)}, got {verifier_mode!r}"
+            )
+        chosen = [replace(task, verifier_mode=verifier_mode) for task in chosen]
     pool = WarmPool(sandbox_factory, size=warm_pool) if warm_pool else None
     return CodeEnvironment(
         chosen,

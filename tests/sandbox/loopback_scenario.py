@@ -20,7 +20,8 @@ import sys
 from typing import Any
 
 from ares.errors import SandboxError
-from ares.sandbox.base import LoopbackListener, SandboxSpec
+from ares.sandbox.base import SandboxSpec
+from ares.sandbox.capabilities import Capability
 from ares.sandbox.local import LocalSandbox, network
 
 SIOCGSKNS = 0x894C  # a socket's network namespace, as an fd
@@ -181,7 +182,7 @@ async def scenario() -> dict[str, Any]:
 
     first, second = LocalSandbox(SandboxSpec()), LocalSandbox(SandboxSpec())
     await asyncio.gather(first.start(), second.start())
-    report["is_listener"] = isinstance(first, LoopbackListener)
+    report["is_listener"] = Capability.LOOPBACK in first.capabilities
     listener = await first.listen_loopback(port)
     more = await asyncio.gather(*(first.listen_loopback() for _ in range(3)))
     report["listener"] = {

@@ -29,16 +29,12 @@ import pytest
 
 from ares.errors import SandboxError
 from ares.sandbox.base import SandboxSpec
+from ares.sandbox.capabilities import Capability, CapabilityError
 from ares.sandbox.local import LocalSandbox, janitor
 from ares.sandbox.local import snapshot as local_snapshot
 from ares.sandbox.local.layers import LayerWriter, UnsafeEntry
 from ares.sandbox.pool import WarmPool
-from ares.sandbox.snapshots import (
-    ARCHIVE_FORMAT,
-    FilesystemSnapshot,
-    SnapshotRestoringFactory,
-    SnapshottingSandbox,
-)
+from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = os.geteuid() == 0
@@ -105,7 +101,7 @@ async def test_snapshot_freezes_files_and_the_sandbox_goes_on(prepared: LocalSan
     sb = prepared
     before = await state(sb)
     snap = await sb.snapshot()
-    assert isinstance(sb, SnapshottingSandbox) and snap.backend == "local"
+    assert Capability.SNAPSHOT in sb.capabilities and snap.backend == "local"
     assert snap.changed_paths > 0 and snap.size_bytes >= len("one") + len("deep")
     assert [str(p) for p in sb._layers] == snap.metadata["layers"] == snap.ref.split(":")
     # Same object, still usable; processes were not carried over; the diff restarted empty.
@@ -449,7 +445,7 @@ def test_layer_writer_never_writes_through_what_it_made(tmp_path: Path) -> None:
 
 async def test_warm_pool_forwards_the_snapshot_factory() -> None:
     async with WarmPool(LocalSandbox, size=1) as pool:
-        assert isinstance(pool, SnapshotRestoringFactory)
+        assert pool.capabilities == {Capability.RESTORE}
         async with pool(SandboxSpec()) as sb:
             await sb.exec("printf pooled > /workspace/p")
             snap = await sb.snapshot()
@@ -457,7 +453,10 @@ async def test_warm_pool_forwards_the_snapshot_factory() -> None:
         async with fork:
             assert (await fork.read_file("/workspace/p")) == b"pooled"
         await pool.discard_snapshot(snap)
-    assert not isinstance(WarmPool(lambda spec: LocalSandbox(spec)), SnapshotRestoringFactory)
+    bare = WarmPool(lambda spec: LocalSandbox(spec))  # a plain function declares nothing
+    assert bare.capabilities == frozenset()
+    with pytest.raises(CapabilityError, match="restore"):
+        bare.from_snapshot(snap, SandboxSpec())
 
 
 async def test_nothing_is_left_after_everything_stops() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from ares.errors import SandboxError
-from ares.sandbox.base import LoopbackListener
+from ares.sandbox.capabilities import Capability
 from ares.sandbox.cloud.base import CloudSandbox
 from ares.sandbox.local import LocalSandbox, loopback, network
 
@@ -167,5 +167,5 @@ def test_a_gone_process_is_refused() -> None:
 
 
 def test_backends_that_can_listen_say_so() -> None:
-    assert issubclass(LocalSandbox, LoopbackListener)
-    assert not issubclass(CloudSandbox, LoopbackListener)
+    assert Capability.LOOPBACK in LocalSandbox.capabilities
+    assert Capability.LOOPBACK not in CloudSandbox.capabilities

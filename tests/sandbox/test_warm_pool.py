@@ -23,7 +23,6 @@ from ares.policies import make_policy
 from ares.sandbox import SandboxSpec
 from ares.sandbox.local import LocalSandbox, OverlayMount, RootfsPlan
 from ares.sandbox.pool import PooledSandbox, WarmPool, spec_key
-from ares.tasks.verifier import FreezableSandbox
 from interruptible import popen_interruptible
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -223,17 +222,19 @@ async def test_aclose_stops_pooled_and_in_flight_sandboxes(recorder: Recorder) -
     assert recorder.running == [] and sandbox_inits() == []
 
 
-async def test_pooled_sandbox_forwards_backend_extras(recorder: Recorder) -> None:
+async def test_pooled_sandbox_forwards_backend_capabilities(recorder: Recorder) -> None:
     async with WarmPool(recorder, size=1) as pool:
         lease = pool(SandboxSpec())
-        assert not isinstance(lease, FreezableSandbox)  # nothing to forward before start
+        assert lease.capabilities == frozenset()  # nothing to forward before start
         with pytest.raises(SandboxError, match="start"):
             await lease.exec("true")
         async with lease:
-            assert isinstance(lease, FreezableSandbox) and isinstance(lease, PooledSandbox)
+            assert lease.capabilities == LocalSandbox.capabilities and isinstance(lease, PooledSandbox)
             await lease.exec("echo data > /workspace/f")
-            assert (lease.diff_dir / "_root" / "workspace" / "f").read_text() == "data\n"  # type: ignore[attr-defined]
-            frozen = await lease.fork_frozen()  # type: ignore[attr-defined]
+            inner = lease.inner
+            assert isinstance(inner, LocalSandbox)
+            assert (inner.diff_dir / "_root" / "workspace" / "f").read_text() == "data\n"
+            frozen = await lease.fork_frozen()
             async with frozen:
                 assert (await frozen.exec("cat /workspace/f")).stdout == "data\n"
             with pytest.raises(SandboxError):

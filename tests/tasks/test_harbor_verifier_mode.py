@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ares import make
-from ares.errors import TaskError, UnknownPresetError
+from ares.errors import TaskError
 from ares.tasks import load_harbor_dataset, load_harbor_task
 
 
@@ -39,8 +39,12 @@ def test_loader_option_overrides_the_file(tmp_path: Path) -> None:
     assert env.tasks[0].verifier_mode == "outputs"
     with pytest.raises(TaskError, match="verifier mode"):
         load_harbor_task(root, verifier_mode="everything")  # type: ignore[arg-type]
-    with pytest.raises(UnknownPresetError, match="verifier_mode"):
-        make("humaneval", verifier_mode="full")
+    # make()'s verifier_mode applies to every preset's tasks, and is checked
+    assert {t.verifier_mode for t in make("humaneval", tasks="0:3", verifier_mode="in-place").tasks} == {
+        "in-place"
+    }
+    with pytest.raises(ValueError, match="verifier_mode"):
+        make("humaneval", verifier_mode="everything")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(

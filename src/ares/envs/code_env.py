@@ -36,7 +36,13 @@ from ares.llm.interceptor import AgentFinished, InterceptedLLMClient, LLMClient
 from ares.llm.tokens import TokenExactClient, TokenRenderer
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.sandbox.base import Sandbox, SandboxFactory
-from ares.sandbox.snapshots import SnapshotRestoringFactory, SnapshottingSandbox
+from ares.sandbox.capabilities import (
+    Capability,
+    SnapshotRestoringFactory,
+    SnapshottingSandbox,
+    require,
+    supports,
+)
 from ares.snapshot.model import EnvironmentSnapshot
 from ares.snapshot.restoring import carry_over, snapshot_sandbox
 from ares.tasks.model import Task
@@ -258,20 +264,20 @@ class CodeEnvironment:
         if not self._active or episode is None or task is None or sandbox is None:
             why = "no episode was started" if episode is None else f"the episode has ended ({episode.status})"
             raise SnapshotError(f"nothing to snapshot: {why}; snapshot between reset() and LAST")
-        if not isinstance(sandbox, SnapshottingSandbox):
+        if not supports(sandbox, Capability.SNAPSHOT):
             raise SnapshotError(f"the {type(sandbox).__name__} backend cannot snapshot its filesystem")
         if not isinstance(agent, StatefulAgent):
             raise SnapshotError(f"the agent {type(agent).__name__} cannot save its state (no state())")
         assert self._observation is not None and self._observed_at is not None
         agent_state = agent.state()
-        filesystem = await sandbox.snapshot()
+        filesystem = await require(sandbox, Capability.SNAPSHOT, SnapshottingSandbox).snapshot()
         factory = self._sandbox_factory
         return EnvironmentSnapshot(
             task=task, seed=episode.seed, step=episode.steps, episode_id=episode.id,
             observation=self._observation, agent_state=agent_state, filesystem=filesystem,
             rng_state=self._rng.getstate(), episode=episode.to_dict(),
             agent_time_s=self._observed_at - self._clock_started - self._paused,
-            factory=factory if isinstance(factory, SnapshotRestoringFactory) else None,
+            factory=_restoring(factory),
         )  # fmt: skip
 
     async def restore(self, snapshot: EnvironmentSnapshot) -> TimeStep[LLMRequest]:
@@ -518,3 +524,10 @@ def _record_verdict(episode: Episode, verdict: Verdict) -> None:
     episode.verifier_mode = verdict.mode
     episode.verifier_files = dict(verdict.files.files)
     episode.changed_outside = verdict.outside
+
+
+def _restoring(factory: SandboxFactory) -> SnapshotRestoringFactory | None:
+    """The factory as a snapshot restorer when it declares it can restore (it exports the files)."""
+    if not supports(factory, Capability.RESTORE):
+        return None
+    return require(factory, Capability.RESTORE, SnapshotRestoringFactory)

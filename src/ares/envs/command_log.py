@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ares.sandbox.base import ExecResult, Sandbox
+from ares.sandbox.capabilities import Capability
+from ares.sandbox.forwarding import ForwardingSandbox
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,13 +38,22 @@ class CommandRecord:
         return data
 
 
-class CommandLog:
-    """Forwards everything to ``sandbox``; ``exec`` also logs the command and counts limit hits."""
+class CommandLog(ForwardingSandbox):
+    """The agent's view of ``sandbox``: ``exec`` also logs the command and counts limit hits.
+
+    It passes on only what an agent may use: a loopback listener (for an agent inside that calls the
+    LLM proxy). The verifier's forks, halts and snapshots stay with the environment, which holds the
+    real sandbox."""
+
+    passes = frozenset({Capability.LOOPBACK})
 
     def __init__(self, sandbox: Sandbox, hits: Counter[str], log: list[CommandRecord]) -> None:
         self._sandbox = sandbox
         self._hits = hits
         self._log = log
+
+    def target(self) -> Sandbox:
+        return self._sandbox
 
     async def exec(
         self,
@@ -58,6 +69,3 @@ class CommandLog:
         if result.limit_hit is not None:
             self._hits[result.limit_hit] += 1
         return result
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._sandbox, name)

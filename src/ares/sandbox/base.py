@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import socket
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,7 +114,11 @@ class SandboxSpec:
 
 @runtime_checkable
 class Sandbox(Protocol):
-    """An isolated machine for one episode. ``exec`` never hangs: timeouts kill the process tree."""
+    """An isolated machine for one episode. ``exec`` never hangs: timeouts kill the process tree.
+
+    A sandbox may declare what it can do beyond these methods in ``capabilities`` (a frozenset of
+    ``ares.sandbox.capabilities.Capability``; read it with ``declared()``); one that does not
+    declares nothing."""
 
     spec: SandboxSpec
 
@@ -153,26 +156,6 @@ class Sandbox(Protocol):
     ) -> None: ...
 
 
-@runtime_checkable
-class LoopbackListener(Protocol):
-    """A sandbox whose loopback the host can serve: how an agent inside reaches one host service
-    (the LLM proxy) while its network namespace stays isolated (no route, forwarder or unix socket).
-
-    Backends that run the sandbox's namespaces on this host implement it; a remote engine raises
-    SandboxUnavailableError, and cloud backends do not implement it.
-    """
-
-    async def listen_loopback(self, port: int = 0) -> socket.socket:
-        """A listening, non-blocking TCP socket bound to 127.0.0.1:``port`` in the sandbox's network
-        namespace, owned by the host (``port=0``: a free one; read it with ``getsockname()``).
-
-        Only processes inside the sandbox can connect; the host serves it (``asyncio.start_server``
-        / ``loop.create_server(sock=...)``). The caller closes it; once the sandbox stops (or restarts
-        its namespaces) it accepts nothing more. Raises SandboxError when the sandbox is not running
-        or the port is taken inside it."""
-        ...
-
-
 #: Sandbox operations traced as spans ``sandbox.<op>``, and at which level: commands are many per
 #: episode, so only a "full" trace has them.
 TRACED_OPS: dict[str, Literal["basic", "full"]] = {
@@ -187,8 +170,15 @@ class StartStopContext:
     ``upload``/``download`` is wrapped in a span (``traced=`` in the class statement narrows that, for
     a sandbox that forwards to another which is traced already)."""
 
+    #: What this backend can do beyond the protocol (a frozenset of ``Capability``): declared, and
+    #: checked against the class's own methods when the class is made.
+    capabilities: frozenset[Any] = frozenset()
+
     def __init_subclass__(cls, traced: Collection[str] = tuple(TRACED_OPS), **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        from ares.sandbox.capabilities import check_declaration  # the module imports this one
+
+        check_declaration(cls)
         for op in traced:
             method = cls.__dict__.get(op)
             if method is not None:

@@ -24,11 +24,12 @@ from typing import Any, Self
 
 from ares import tracing
 from ares.errors import SandboxError
-from ares.sandbox.base import ExecResult, FileMap, Sandbox, SandboxFactory, SandboxSpec, StartStopContext
+from ares.sandbox.base import Sandbox, SandboxFactory, SandboxSpec
+from ares.sandbox.capabilities import NONE, Capability, SnapshotRestoringFactory, declared, require
+from ares.sandbox.forwarding import ForwardingSandbox
+from ares.sandbox.snapshots import FilesystemSnapshot
 
 log = logging.getLogger(__name__)
-#: Factory methods a pool forwards to the factory it wraps (see ``ares.sandbox.snapshots``).
-_SNAPSHOT_METHODS = frozenset({"from_snapshot", "export_snapshot", "import_snapshot", "discard_snapshot"})
 
 
 def spec_key(value: Any) -> Hashable:
@@ -85,14 +86,28 @@ class WarmPool:
     def __call__(self, spec: SandboxSpec) -> PooledSandbox:
         return PooledSandbox(self, spec)
 
-    def __getattr__(self, name: str) -> Any:
-        """The inner factory's snapshot methods (``from_snapshot``, ``export_snapshot``, ...), when it
-        has them, so a pool is a ``SnapshotRestoringFactory`` exactly when its factory is one. A
-        sandbox made from a snapshot is a fresh one of the inner factory, never a pooled one."""
-        factory = self.__dict__.get("_factory")
-        if name in _SNAPSHOT_METHODS and factory is not None:
-            return getattr(factory, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """``RESTORE`` exactly when the wrapped factory declares it (snapshots are the factory's)."""
+        return declared(self._factory) & {Capability.RESTORE} or NONE
+
+    def _restoring(self) -> SnapshotRestoringFactory:
+        return require(
+            self._factory, Capability.RESTORE, SnapshotRestoringFactory, purpose="behind a WarmPool"
+        )
+
+    def from_snapshot(self, snapshot: FilesystemSnapshot, spec: SandboxSpec) -> Sandbox:
+        """A fresh, unstarted sandbox of the wrapped factory holding the snapshot (never a pooled one)."""
+        return self._restoring().from_snapshot(snapshot, spec)
+
+    async def export_snapshot(self, snapshot: FilesystemSnapshot, path: Path) -> None:
+        await self._restoring().export_snapshot(snapshot, path)
+
+    async def import_snapshot(self, path: Path, spec: SandboxSpec) -> FilesystemSnapshot:
+        return await self._restoring().import_snapshot(path, spec)
+
+    async def discard_snapshot(self, snapshot: FilesystemSnapshot) -> None:
+        await self._restoring().discard_snapshot(snapshot)
 
     @property
     def closed(self) -> bool:
@@ -164,7 +179,7 @@ class WarmPool:
 
     async def _healthy(self, sandbox: Sandbox) -> bool:
         """A cheap liveness check; cancellation while checking stops the sandbox rather than leak it."""
-        if getattr(sandbox, "running", True) is False:
+        if not _running(sandbox):
             return False
         try:
             async with asyncio.timeout(self.health_timeout_s + 1.0):
@@ -206,19 +221,22 @@ class WarmPool:
         return None
 
 
-class PooledSandbox(StartStopContext, traced=("start",)):
+class PooledSandbox(ForwardingSandbox, traced=("start",)):
     """The sandbox a ``WarmPool`` hands out: ``start()`` takes one from the pool, the rest forwards.
 
-    Attributes a backend adds beyond the Sandbox protocol (``fork_frozen``, ``diff_dir``, ``running``,
-    ...) are forwarded once started, so ``isinstance`` checks against capability Protocols see what the
-    underlying sandbox can do.
+    Every capability of the backend sandbox (verifier forks, snapshots, loopback listeners, ...) is
+    forwarded by name once started (see ``ForwardingSandbox``); before ``start()`` it declares none.
     """
 
     def __init__(self, pool: WarmPool, spec: SandboxSpec) -> None:
-        self.spec = spec
+        self._spec = spec
         self._pool = pool
         self._inner: Sandbox | None = None
         self._stopped = False
+
+    @property
+    def spec(self) -> SandboxSpec:
+        return self._spec
 
     @property
     def inner(self) -> Sandbox:
@@ -227,10 +245,20 @@ class PooledSandbox(StartStopContext, traced=("start",)):
             raise SandboxError("the sandbox has not been started; call start() first")
         return self._inner
 
+    def target(self) -> Sandbox:
+        return self.inner
+
+    def _present(self) -> Sandbox | None:
+        return self._inner
+
+    @property
+    def running(self) -> bool:
+        return self._inner is not None and not self._stopped and _running(self._inner)
+
     async def start(self) -> None:
         if self._inner is not None and not self._stopped:
             raise SandboxError("the sandbox is already running")
-        self._inner, self._stopped = await self._pool._acquire(self.spec), False
+        self._inner, self._stopped = await self._pool._acquire(self._spec), False
 
     async def stop(self) -> None:
         """Stop the underlying sandbox for good (pooled sandboxes are never reused). Safe to call twice."""
@@ -238,34 +266,14 @@ class PooledSandbox(StartStopContext, traced=("start",)):
         if self._inner is not None:
             await self._inner.stop()
 
-    async def exec(
-        self,
-        cmd: str,
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout_s: float | None = None,
-        stdin: bytes | None = None,
-    ) -> ExecResult:
-        return await self.inner.exec(cmd, cwd=cwd, env=env, timeout_s=timeout_s, stdin=stdin)
-
-    async def upload(self, src: Path | FileMap, dest: str) -> None:
-        await self.inner.upload(src, dest)
-
-    async def download(self, src: str, dest: Path) -> None:
-        await self.inner.download(src, dest)
-
-    async def read_file(self, path: str) -> bytes:
-        return await self.inner.read_file(path)
-
-    def __getattr__(self, name: str) -> Any:
-        inner = self.__dict__.get("_inner")
-        if inner is None or name.startswith("__"):
-            raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r} (before start())")
-        return getattr(inner, name)
-
     def __repr__(self) -> str:
         return f"PooledSandbox({self._inner!r})"
+
+
+def _running(sandbox: Sandbox) -> bool:
+    """Whether a backend sandbox says it runs; one that does not say is taken to run."""
+    running = getattr(type(sandbox), "running", None)
+    return bool(sandbox.running) if isinstance(running, property) else True  # type: ignore[attr-defined]
 
 
 async def _stop_quietly(sandbox: Sandbox) -> None:

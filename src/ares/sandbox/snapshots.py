@@ -21,13 +21,15 @@ The seam every backend that can snapshot implements (the local sandbox, Docker):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from ares.sandbox.base import Sandbox, SandboxSpec
+# The capability protocols live with the other capabilities; re-exported here where they were first.
+from ares.sandbox.capabilities import SnapshotRestoringFactory, SnapshottingSandbox
 
 #: Version of the exported archive layout (``manifest.json`` + ``diff.tar.gz``).
 ARCHIVE_FORMAT = "ares.fs-snapshot/1"
+
+__all__ = ["ARCHIVE_FORMAT", "FilesystemSnapshot", "SnapshotRestoringFactory", "SnapshottingSandbox"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,23 +63,3 @@ class FilesystemSnapshot:
             size_bytes=int(data.get("size_bytes", 0)), changed_paths=int(data.get("changed_paths", 0)),
             metadata=dict(data.get("metadata") or {}),
         )  # fmt: skip
-
-
-@runtime_checkable
-class SnapshottingSandbox(Protocol):
-    """A running sandbox whose files can be frozen mid-episode."""
-
-    async def snapshot(self) -> FilesystemSnapshot: ...
-
-
-@runtime_checkable
-class SnapshotRestoringFactory(Protocol):
-    """A sandbox factory that can make sandboxes from snapshots and move snapshots through files."""
-
-    def from_snapshot(self, snapshot: FilesystemSnapshot, spec: SandboxSpec) -> Sandbox: ...
-
-    async def export_snapshot(self, snapshot: FilesystemSnapshot, path: Path) -> None: ...
-
-    async def import_snapshot(self, path: Path, spec: SandboxSpec) -> FilesystemSnapshot: ...
-
-    async def discard_snapshot(self, snapshot: FilesystemSnapshot) -> None: ...

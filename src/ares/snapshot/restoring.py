@@ -8,7 +8,8 @@ from typing import Any
 from ares.envs.episode import Episode
 from ares.errors import SnapshotError
 from ares.sandbox.base import Sandbox, SandboxFactory
-from ares.sandbox.snapshots import FilesystemSnapshot, SnapshotRestoringFactory
+from ares.sandbox.capabilities import Capability, SnapshotRestoringFactory, require, supports
+from ares.sandbox.snapshots import FilesystemSnapshot
 from ares.snapshot.model import EnvironmentSnapshot
 from ares.tasks.model import Task
 
@@ -16,12 +17,16 @@ from ares.tasks.model import Task
 async def snapshot_sandbox(factory: SandboxFactory, snapshot: EnvironmentSnapshot, task: Task) -> Sandbox:
     """An unstarted sandbox of ``task`` holding the snapshot's files (imported from its archive on
     first use in this process, then reused by every later restore of the same snapshot object)."""
-    if not isinstance(factory, SnapshotRestoringFactory):
+    if not supports(factory, Capability.RESTORE):
         raise SnapshotError(
-            f"the sandbox factory {type(factory).__name__} cannot restore snapshots "
-            "(the local and docker backends can)"
+            f"the sandbox factory {_name(factory)} cannot restore snapshots (the local and docker backends can)"
         )
-    return factory.from_snapshot(await _filesystem(factory, snapshot, task), task.sandbox_spec())
+    restoring = require(factory, Capability.RESTORE, SnapshotRestoringFactory)
+    return restoring.from_snapshot(await _filesystem(restoring, snapshot, task), task.sandbox_spec())
+
+
+def _name(factory: object) -> str:
+    return factory.__name__ if isinstance(factory, type) else type(factory).__name__
 
 
 async def _filesystem(

@@ -14,9 +14,11 @@ FileSource = Path | FileMap
 
 #: What of the agent's filesystem the verifier sees: ``outputs`` — the pristine image plus only the
 #: task's output paths from the agent's diff (so the verifier's tools cannot be replaced); ``full`` —
-#: the image plus the agent's whole diff, for tasks whose success is system state.
-VerifierMode = Literal["outputs", "full"]
-VERIFIER_MODES: tuple[VerifierMode, ...] = ("outputs", "full")
+#: the image plus the agent's whole diff, for tasks whose success is system state; ``in-place`` — the
+#: agent's own sandbox, where the agent can tamper with the tests' tools and files: only ever used when
+#: a task or a user names it (a backend that cannot fork is otherwise an error, never a fallback).
+VerifierMode = Literal["outputs", "full", "in-place"]
+VERIFIER_MODES: tuple[VerifierMode, ...] = ("outputs", "full", "in-place")
 
 
 @dataclass(frozen=True)

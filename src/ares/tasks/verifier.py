@@ -8,9 +8,13 @@ tests use are the image's. The tests reach it read-only from the host at /tests,
 host directory, and the host reads the reward there itself once every process of the tests is dead.
 On Docker (``fork_outputs``) the same two modes run in a fresh container (of the pristine image plus
 the outputs copied by the archive API, or a commit of the agent's container); the tests are uploaded
-and the reward is read through the archive API once that container is stopped. Other backends run
-the tests in a frozen copy of the agent's sandbox (or in it) and read the reward through their own
-file API, never through a command in the sandbox.
+and the reward is read through the archive API once that container is stopped. Cloud backends
+(``fork_outputs`` too) start a fresh remote sandbox of the task's image and carry the outputs over
+through the host; full mode is not available there.
+
+Which of these a backend offers is *declared* (``ares.sandbox.capabilities``), never probed. A
+backend that declares none of them is an error that names it: the tests run in the agent's own
+sandbox (``in-place``) only when the task or the user asks for that mode explicitly.
 """
 
 from __future__ import annotations
@@ -21,12 +25,21 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from ares.errors import SandboxError, VerifierError
 from ares.sandbox.base import BindMount, DiffSummary, ExecResult, Sandbox
+from ares.sandbox.capabilities import (
+    ArgvSandbox,
+    Capability,
+    HaltableSandbox,
+    OutputsForkingSandbox,
+    VerifierForkingSandbox,
+    declared,
+    require,
+    supports,
+)
 from ares.sandbox.files import write_files
-from ares.sandbox.trusted_shell import SHELL_DIR, ShellBundle
+from ares.sandbox.trusted_shell import SHELL_DIR
 from ares.tasks.model import Task
 from ares.tasks.reward_files import (
     LOGS_DIR,
@@ -44,70 +57,8 @@ TESTS_DIR = "/tests"
 TEST_COMMAND = f"bash {TESTS_DIR}/test.sh"
 
 
-class _ArgvSandbox(Sandbox, Protocol):
-    """A sandbox that can also run an exact command line (no shell, no PATH lookup)."""
-
-    async def exec(
-        self,
-        cmd: str,
-        *,
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout_s: float | None = None,
-        stdin: bytes | None = None,
-        argv: Sequence[str] | None = None,
-    ) -> ExecResult: ...
-
-
-class _Fork(Protocol):
-    sandbox: _ArgvSandbox
-    outside: DiffSummary
-
-
-@runtime_checkable
-class VerifierForkingSandbox(Protocol):
-    """A sandbox that can hand its diff to a fresh sandbox for the tests (the local backend)."""
-
-    async def fork_verifier(
-        self, *, outputs: Sequence[str] | None, binds: Sequence[BindMount] = ()
-    ) -> _Fork: ...
-
-    def host_dir(self, name: str) -> Path: ...
-
-    async def trusted_shell(self) -> tuple[Path, ShellBundle] | None: ...
-
-
-class _UploadFork(Protocol):
-    @property
-    def sandbox(self) -> Sandbox: ...
-
-    @property
-    def outside(self) -> DiffSummary: ...
-
-    def shell_argv(self, *args: str) -> list[str] | None: ...
-
-
-@runtime_checkable
-class OutputsForkingSandbox(Protocol):
-    """A sandbox that can start a fresh one for the tests with only its outputs (its whole filesystem
-    for ``None``, started from a trusted shell: ``shell_argv``), without host binds (the docker
-    backend). ``fresh`` dirs are empty in the fork before anything runs there."""
-
-    async def fork_outputs(
-        self, outputs: Sequence[str] | None, *, fresh: Sequence[str] = ()
-    ) -> _UploadFork: ...
-
-
-@runtime_checkable
-class HaltableSandbox(Protocol):
-    """A sandbox whose processes can all be killed while its files stay readable."""
-
-    async def halt(self) -> None: ...
-
-
-@runtime_checkable
-class FreezableSandbox(Protocol):
-    async def fork_frozen(self) -> Sandbox: ...
+# The capability protocols, re-exported here where the verifier first defined them.
+__all__ += ["HaltableSandbox", "OutputsForkingSandbox", "VerifierForkingSandbox"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,24 +81,36 @@ async def verify(task: Task, sandbox: Sandbox) -> Verdict:
 
     Raises VerifierError when no usable reward was produced (never a silent 0).
     """
-    if isinstance(sandbox, VerifierForkingSandbox):
-        return await _verify_in_fork(task, sandbox)
-    if isinstance(sandbox, OutputsForkingSandbox):
-        outputs = None if task.verifier_mode == "full" else task.output_paths
-        fork = await sandbox.fork_outputs(outputs, fresh=(LOGS_DIR, TESTS_DIR))
-        try:
-            argv = fork.shell_argv(f"{TESTS_DIR}/test.sh")
-            return await _verify_uploaded(task, fork.sandbox, _mode(outputs), fork.outside, argv)
-        finally:
-            await fork.sandbox.stop()
-    if isinstance(sandbox, FreezableSandbox):
-        fresh = await sandbox.fork_frozen()
-        await fresh.start()
-        try:
-            return await _verify_uploaded(task, fresh, "full")
-        finally:
-            await fresh.stop()
-    return await _verify_uploaded(task, sandbox, "in-place")
+    if task.verifier_mode == "in-place":
+        return await _verify_uploaded(task, sandbox, "in-place")
+    capabilities = declared(sandbox)
+    if Capability.VERIFIER_FORK in capabilities:
+        return await _verify_in_fork(task, require(sandbox, Capability.VERIFIER_FORK, VerifierForkingSandbox))
+    outputs = None if task.verifier_mode == "full" else task.output_paths
+    needed = Capability.FULL_FORK if outputs is None else Capability.OUTPUTS_FORK
+    if needed not in capabilities:
+        raise VerifierError(_cannot_fork(task, sandbox, needed))
+    forking = require(sandbox, needed, OutputsForkingSandbox)
+    fork = await forking.fork_outputs(outputs, fresh=(LOGS_DIR, TESTS_DIR))
+    try:
+        argv = fork.shell_argv(f"{TESTS_DIR}/test.sh")
+        return await _verify_uploaded(task, fork.sandbox, _mode(outputs), fork.outside, argv)
+    finally:
+        await fork.sandbox.stop()
+
+
+def _cannot_fork(task: Task, sandbox: Sandbox, needed: Capability) -> str:
+    """Why the tests cannot run here, and the explicit way to accept running them in place."""
+    backend = type(sandbox).__name__
+    what = "the agent's whole filesystem" if needed is Capability.FULL_FORK else "the task's outputs"
+    return (
+        f"task {task.id}: the {backend} backend cannot start a fresh sandbox with {what} for the tests "
+        f"(it declares {sorted(c.value for c in declared(sandbox)) or 'no capabilities'}; "
+        f"'{task.verifier_mode}' mode needs '{Capability.VERIFIER_FORK.value}' or '{needed.value}'). "
+        "Running them in the agent's own sandbox lets the agent tamper with its reward; to accept that, "
+        "ask for it: verifier_mode 'in-place' (the task's [ares.verifier] mode, --verifier-mode in-place, "
+        "or make(..., verifier_mode='in-place'))."
+    )
 
 
 async def _verify_in_fork(task: Task, sandbox: VerifierForkingSandbox) -> Verdict:
@@ -193,7 +156,7 @@ async def _run_tests(task: Task, sandbox: Sandbox, argv: Sequence[str] | None = 
     timeout = task.verifier_timeout_s
     if argv is None:
         return await sandbox.exec(TEST_COMMAND, cwd=task.workdir, env=env, timeout_s=timeout)
-    exact: _ArgvSandbox = sandbox  # type: ignore[assignment]  # only forks get here
+    exact: ArgvSandbox = sandbox  # type: ignore[assignment]  # only forks get here
     return await exact.exec(TEST_COMMAND, argv=argv, cwd=task.workdir, env=env, timeout_s=timeout)
 
 
@@ -221,8 +184,8 @@ async def _verify_uploaded(
             raise VerifierError(f"could not prepare the verifier dirs: {reset.stderr.strip()[:500]}")
     await sandbox.upload(task.tests, TESTS_DIR)
     output = await _run_tests(task, sandbox, argv)
-    if isinstance(sandbox, HaltableSandbox):
-        await sandbox.halt()
+    if supports(sandbox, Capability.HALT):
+        await require(sandbox, Capability.HALT, HaltableSandbox).halt()
     with tempfile.TemporaryDirectory(prefix="ares-verifier-") as tmp:
         local = Path(tmp) / "verifier"
         try:

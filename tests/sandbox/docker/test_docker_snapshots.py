@@ -20,12 +20,13 @@ from docker_engine_kit import Engine
 
 from ares.errors import SandboxError
 from ares.sandbox import ImageSpec, SandboxSpec
+from ares.sandbox.capabilities import Capability
 from ares.sandbox.docker import DockerSandbox, DockerSandboxFactory
 from ares.sandbox.docker import snapshot as docker_snapshot
 from ares.sandbox.docker.janitor import OWNER_PID_LABEL
 from ares.sandbox.docker.snapshot import SNAPSHOT_LABEL, merge_changes
 from ares.sandbox.docker.snapshot_archive import ArchiveError, MemberCheck
-from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot, SnapshotRestoringFactory
+from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
 
 SPEC = SandboxSpec()
 #: A background loop the tests start, and how to find it (the image has no ps or pgrep).
@@ -102,7 +103,7 @@ async def restored(factory: DockerSandboxFactory, snapshot: FilesystemSnapshot) 
 
 
 def test_the_factory_implements_the_seam(factory: DockerSandboxFactory) -> None:
-    assert isinstance(factory, SnapshotRestoringFactory)
+    assert Capability.RESTORE in factory.capabilities
 
 
 async def test_a_snapshot_holds_its_moment_and_the_sandbox_goes_on(

@@ -25,7 +25,8 @@ from ares.agents.base import ActionFormat
 from ares.agents.tool_agent import ToolActionFormat
 from ares.errors import AgentError
 from ares.llm.interceptor import LLMClient
-from ares.sandbox.base import ExecResult, LoopbackListener, Sandbox
+from ares.sandbox.base import ExecResult, Sandbox
+from ares.sandbox.capabilities import Capability, LoopbackListener, require, supports
 from ares.tasks.model import Task
 
 logger = logging.getLogger(__name__)
@@ -86,12 +87,13 @@ class ExternalAgent:
         from ares.proxy import InterceptionProxy  # the proxy extra (aiohttp) is needed only here
 
         sandbox, config = self.sandbox, self.config
-        if not isinstance(sandbox, LoopbackListener):
+        if not supports(sandbox, Capability.LOOPBACK):
             raise AgentError(
                 f"{type(sandbox).__name__} cannot serve the LLM proxy on the sandbox's loopback, so an "
                 "external agent cannot run in it; use the local or a local Docker/Podman sandbox"
             )
-        sock = await sandbox.listen_loopback(config.port)
+        listener = require(sandbox, Capability.LOOPBACK, LoopbackListener)
+        sock = await listener.listen_loopback(config.port)
         port = sock.getsockname()[1]
         async with InterceptionProxy() as proxy:
             session = proxy.open_session(self.llm, model=config.model)

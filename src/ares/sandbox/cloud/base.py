@@ -18,13 +18,15 @@ import shutil
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from ares.errors import SandboxCrashedError, SandboxError
 from ares.sandbox.base import ExecResult, FileMap, SandboxSpec, StartStopContext
+from ares.sandbox.capabilities import Capability, CapabilityError
+from ares.sandbox.cloud.outputs import CloudFork, fork_with_outputs
 from ares.sandbox.files import extract_tar, tar_files
 
 log = logging.getLogger(__name__)
@@ -46,10 +48,15 @@ class Completed:
 
 
 class CloudSandbox(StartStopContext, ABC):
-    """A remote sandbox behind a vendor SDK; subclasses implement the five ``_`` operations."""
+    """A remote sandbox behind a vendor SDK; subclasses implement the six ``_`` operations.
+
+    The verifier's fork is a fresh remote sandbox of the same spec holding only the task's outputs
+    (``fork_outputs``; see ``cloud/outputs.py``). Full mode, halts, snapshots and loopback listeners
+    are not available on cloud backends."""
 
     #: Vendor name used in error messages.
     vendor: ClassVar[str]
+    capabilities = frozenset({Capability.OUTPUTS_FORK})
 
     def __init__(self, spec: SandboxSpec | None, *, exec_grace_s: float) -> None:
         self.spec = spec or SandboxSpec()
@@ -73,6 +80,10 @@ class CloudSandbox(StartStopContext, ABC):
 
     @abstractmethod
     async def _write_file(self, path: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def _sibling(self) -> CloudSandbox:
+        """A new, unstarted sandbox of this one's spec and options (the verifier's fresh fork)."""
 
     @abstractmethod
     async def _read_file(self, path: str) -> bytes: ...
@@ -149,6 +160,20 @@ class CloudSandbox(StartStopContext, ABC):
             timed_out=done.timed_out,
             duration_s=time.monotonic() - started,
         )
+
+    # ------------------------------------------------------------------ the verifier's fork
+    async def fork_outputs(self, outputs: Sequence[str] | None, *, fresh: Sequence[str] = ()) -> CloudFork:
+        """A *started* fresh sandbox of this one's spec with only ``outputs`` carried over from here
+        and each ``fresh`` dir empty; the caller stops it. ``None`` (full mode) is refused."""
+        if outputs is None:
+            raise CapabilityError(
+                f"the {self.vendor} backend cannot give the tests the agent's whole filesystem (full "
+                "mode): only output paths can be carried to a fresh sandbox; use verifier_mode "
+                "'outputs', or 'in-place' to run the tests in the agent's own sandbox"
+            )
+        if not self._running:
+            raise SandboxError(f"the {self.vendor} sandbox is not running; call start() first")
+        return await fork_with_outputs(self, self._sibling(), outputs, fresh)
 
     # ------------------------------------------------------------------ files
     async def upload(self, src: Path | FileMap, dest: str) -> None:

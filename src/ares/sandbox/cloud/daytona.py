@@ -223,6 +223,9 @@ class DaytonaSandbox(CloudSandbox):
         with _translated(f"read {path}"):
             return await self._require_remote().fs.download_file(path)
 
+    def _sibling(self) -> DaytonaSandbox:
+        return DaytonaSandbox(self.spec, self._options)
+
     def _require_remote(self) -> AsyncSandbox:
         if self._remote is None:
             raise SandboxError("the Daytona sandbox is not running; call start() first")

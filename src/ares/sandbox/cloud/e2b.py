@@ -219,6 +219,9 @@ class E2BSandbox(CloudSandbox):
                 await self._require_remote().files.read(path, format="bytes", user=self._options.user)
             )
 
+    def _sibling(self) -> E2BSandbox:
+        return E2BSandbox(self.spec, self._options)
+
     def _require_remote(self) -> AsyncSandbox:
         if self._remote is None:
             raise SandboxError("the E2B sandbox is not running; call start() first")

@@ -7,6 +7,7 @@ from pathlib import Path
 import docker
 
 from ares.sandbox.base import SandboxSpec
+from ares.sandbox.capabilities import Capability
 from ares.sandbox.docker import snapshot as snapshots
 from ares.sandbox.docker.engine import DockerConfig, DockerEngine
 from ares.sandbox.docker.sandbox import DockerSandbox
@@ -23,6 +24,8 @@ class DockerSandboxFactory:
     one, ``export_snapshot``/``import_snapshot`` move one through a directory, ``discard_snapshot``
     frees its image (see ``ares.sandbox.snapshots`` and ``docker/snapshot.py``).
     """
+
+    capabilities = frozenset({Capability.RESTORE})
 
     def __init__(
         self, config: DockerConfig | None = None, *, client: docker.DockerClient | None = None

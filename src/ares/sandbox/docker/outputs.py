@@ -22,6 +22,8 @@ import docker.utils
 
 from ares.errors import SandboxError
 from ares.sandbox.base import DiffSummary
+from ares.sandbox.output_paths import output_roots as output_roots  # re-exported for the docker modules
+from ares.sandbox.output_paths import within as within
 
 if TYPE_CHECKING:
     from ares.sandbox.docker.sandbox import DockerSandbox
@@ -52,22 +54,6 @@ class VerifierFork:
         """The command line that runs the image's own bash with ``args`` in the fork, for its
         ``exec(argv=...)``; None when the fork has no trusted shell (its commands use its own)."""
         return None if self.shell is None else self.shell.argv(*args)
-
-
-def within(path: str, top: str) -> bool:
-    return top == "/" or path == top or path.startswith(top.rstrip("/") + "/")
-
-
-def output_roots(outputs: Iterable[str]) -> tuple[str, ...]:
-    """Absolute, normalized output paths without those inside another one, sorted."""
-    paths = sorted({posixpath.normpath(posixpath.join("/", p)) for p in outputs})
-    if "/" in paths:
-        raise SandboxError('an output path of "/" is the whole filesystem; verify in full mode instead')
-    roots: list[str] = []
-    for path in paths:
-        if not any(within(path, root) for root in roots):
-            roots.append(path)
-    return tuple(roots)
 
 
 def summarize_changes(

@@ -34,6 +34,7 @@ import requests.exceptions
 
 from ares.errors import SandboxCrashedError, SandboxError
 from ares.sandbox.base import ExecResult, FileMap, SandboxSpec, StartStopContext
+from ares.sandbox.capabilities import Capability
 from ares.sandbox.docker import janitor, loopback
 from ares.sandbox.docker.client import api_message, run_blocking
 from ares.sandbox.docker.containers import create_container
@@ -85,6 +86,13 @@ _API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestExcepti
 
 class DockerSandbox(StartStopContext):
     """A sandbox in a container. Create it, ``await start()``, ``exec`` commands, ``await stop()``."""
+
+    #: ``LOOPBACK`` needs the engine on this host (``listen_loopback`` says so otherwise); snapshots
+    #: are restored by ``DockerSandboxFactory``.
+    capabilities = frozenset({
+        Capability.OUTPUTS_FORK, Capability.FULL_FORK, Capability.FROZEN_FORK, Capability.HALT,
+        Capability.SNAPSHOT, Capability.LOOPBACK,
+    })  # fmt: skip
 
     def __init__(
         self,

@@ -37,6 +37,7 @@ from ares.sandbox.base import (
     SandboxSpec,
     StartStopContext,
 )
+from ares.sandbox.capabilities import Capability
 from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.images.config import ImageConfig
 from ares.sandbox.local import diff, janitor, layers, limits, loopback, seccomp, userns, workspace, zygote
@@ -105,6 +106,12 @@ class VerifierFork:
 
 class LocalSandbox(StartStopContext):
     """A sandbox on this machine. Create it, ``await start()``, ``exec`` commands, ``await stop()``."""
+
+    #: The class is its own factory, so it declares ``RESTORE`` (classmethods) beside its sandboxes'.
+    capabilities = frozenset({
+        Capability.VERIFIER_FORK, Capability.FROZEN_FORK, Capability.SNAPSHOT, Capability.RESTORE,
+        Capability.LOOPBACK,
+    })  # fmt: skip
 
     def __init__(
         self,
