@@ -19,7 +19,8 @@ async def snapshot_sandbox(factory: SandboxFactory, snapshot: EnvironmentSnapsho
     first use in this process, then reused by every later restore of the same snapshot object)."""
     if not supports(factory, Capability.RESTORE):
         raise SnapshotError(
-            f"the sandbox factory {_name(factory)} cannot restore snapshots (the local and docker backends can)"
+            f"the sandbox factory {_name(factory)} cannot restore snapshots "
+            "(the local and docker backends can)"
         )
     restoring = require(factory, Capability.RESTORE, SnapshotRestoringFactory)
     return restoring.from_snapshot(await _filesystem(restoring, snapshot, task), task.sandbox_spec())
