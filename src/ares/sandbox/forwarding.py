@@ -41,8 +41,9 @@ class ForwardingSandbox(StartStopContext, traced=()):
     Not traced itself (the target is): a subclass that adds work of its own names it in ``traced=``.
     """
 
-    #: The capabilities this wrapper passes on, when the wrapped sandbox has them.
-    passes: ClassVar[frozenset[Capability]] = frozenset(Capability)
+    #: The capabilities this wrapper passes on, when the wrapped sandbox has them. ``RESTORE`` is a
+    #: factory's (a sandbox class used as its own factory declares it too), never a sandbox wrapper's.
+    passes: ClassVar[frozenset[Capability]] = frozenset(Capability) - {Capability.RESTORE}
 
     def target(self) -> Sandbox:
         """The sandbox behind this one (raises SandboxError when there is none yet)."""

@@ -1,0 +1,82 @@
+"""The verifier on every backend (``conftest.REGISTRY``): which mode the tests ran in is what the
+backend declares, never a silent fallback, and a hostile agent's tampering never reaches them.
+
+The agent's sandbox gets a wrong answer, a planted reward, a ``grep`` that lies and a background
+process that keeps rewriting the reward. ``outputs`` mode must give 0.0 on every backend (the tests
+run in a fresh sandbox of the image holding only the workdir); ``full`` mode runs where a backend
+can fork its whole filesystem and is a clear error where it cannot (cloud); ``in-place`` runs only
+because the task asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from conformance_kit import BackendUnderTest
+
+from ares.errors import VerifierError
+from ares.sandbox import Sandbox
+from ares.tasks.model import Task
+from ares.tasks.verifier import verify
+
+TEST_SH = """#!/bin/bash
+mkdir -p /logs/verifier
+if grep -qx 42 /workspace/answer.txt; then r=1; else r=0; fi
+echo "$r" > /logs/verifier/reward.txt
+"""
+TASK = Task(
+    id="answer", instruction="write 42 to answer.txt", tests={"test.sh": TEST_SH}, verifier_timeout_s=60
+)
+#: A grep that always finds what it is asked for, put where the tests' grep is.
+LYING_GREP = (
+    "printf '#!/bin/sh\\nexit 0\\n' > /tmp/grep && chmod +x /tmp/grep && cp /tmp/grep \"$(command -v grep)\""
+)
+REWRITER = (
+    "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && "
+    "(nohup sh -c 'while :; do echo 1 > /logs/verifier/reward.txt 2>/dev/null; sleep 0.01; done' "
+    ">/dev/null 2>&1 &)"
+)
+#: The backends whose forks can carry the agent's whole filesystem.
+FULL_FORKS = {"local", "local+pool", "docker"}
+
+
+async def agent_leaves(backend: BackendUnderTest, answer: str, *, hostile: bool, lying_grep: bool) -> Sandbox:
+    sandbox = await backend.start(TASK.sandbox_spec())
+    await sandbox.upload({"answer.txt": answer}, "/workspace")
+    if hostile:
+        for step in (REWRITER, LYING_GREP) if lying_grep else (REWRITER,):
+            result = await sandbox.exec(step, cwd="/", timeout_s=30)
+            assert result.ok, (step, result)
+    return sandbox
+
+
+async def test_outputs_mode_is_what_every_backend_runs_and_tampering_earns_nothing(
+    sandbox_backend: BackendUnderTest,
+) -> None:
+    hostile = await agent_leaves(sandbox_backend, "41", hostile=True, lying_grep=True)
+    assert (await hostile.exec("grep -qx 42 /workspace/answer.txt", cwd="/")).ok  # the lie holds here
+    verdict = await verify(TASK, hostile)
+    assert (verdict.reward, verdict.mode) == (0.0, "outputs")
+    honest = await agent_leaves(sandbox_backend, "42", hostile=False, lying_grep=False)
+    verdict = await verify(TASK, honest)
+    assert (verdict.reward, verdict.mode) == (1.0, "outputs")
+
+
+async def test_full_mode_runs_only_where_the_backend_can_fork_everything(
+    sandbox_backend: BackendUnderTest,
+) -> None:
+    task = dataclasses.replace(TASK, verifier_mode="full")
+    hostile = await agent_leaves(sandbox_backend, "41", hostile=True, lying_grep=False)
+    if sandbox_backend.name not in FULL_FORKS:
+        with pytest.raises(VerifierError, match=r"full-fork.*in-place"):
+            await verify(task, hostile)
+        return
+    verdict = await verify(task, hostile)
+    assert (verdict.reward, verdict.mode) == (0.0, "full")
+
+
+async def test_in_place_runs_only_when_the_task_asks(sandbox_backend: BackendUnderTest) -> None:
+    sandbox = await agent_leaves(sandbox_backend, "42", hostile=False, lying_grep=False)
+    verdict = await verify(dataclasses.replace(TASK, verifier_mode="in-place"), sandbox)
+    assert (verdict.reward, verdict.mode) == (1.0, "in-place")
