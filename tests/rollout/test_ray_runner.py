@@ -166,6 +166,42 @@ async def test_a_failing_policy_is_an_errored_result_and_record_not_an_exception
     assert all(r.error is not None and r.error.type == "RuntimeError" for r in on_disk)
 
 
+#: A wrong HumanEval/0, a planted reward with a process that keeps rewriting it, and a python3 that
+#: only ever writes reward 1: all of it in the agent's own sandbox.
+FORGERY = (
+    "printf 'def has_close_elements(numbers, threshold):\\n    return False\\n' > solution.py",
+    "mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt && (nohup sh -c 'while :; do "
+    "echo 1 > /logs/verifier/reward.txt; sleep 0.01; done' >/dev/null 2>&1 &)",
+    "printf '#!/bin/sh\\necho 1 > /logs/verifier/reward.txt\\n' > /tmp/p && chmod +x /tmp/p && "
+    'cp /tmp/p "$(readlink -f "$(command -v python3)")"',
+)
+
+
+class Forger:
+    """Plays ``FORGERY`` through the bash agent, then submits."""
+
+    def __init__(self, task: Task, fmt: ActionFormat) -> None:
+        self.fmt, self.moves = fmt, list(FORGERY)
+
+    async def act(self, observation: LLMRequest) -> LLMResponse:
+        return self.fmt.command(self.moves.pop(0)) if self.moves else self.fmt.submit()
+
+
+async def test_pooled_sandboxes_on_actors_verify_in_a_fork_and_forgery_earns_nothing(tmp_path: Path) -> None:
+    """Through Ray actors whose environments take sandboxes from a warm pool, every episode is
+    verified in a fork (never in the agent's own sandbox), on every supported Python."""
+    make_env = functools.partial(ares.make, "humaneval", tasks="0", warm_pool=1)
+    collector = JsonDirCollector(tmp_path)
+    async with RayRunner(make_env, actors=1) as runner:
+        forged = await runner.run(Forger, episodes=2, collector=collector)
+        honest = await runner.run(ORACLE, episodes=1, collector=collector)
+    collector.close()
+    assert [(r.status, r.reward) for r in forged] == [(EpisodeStatus.FINISHED, 0.0)] * 2
+    assert [(r.status, r.reward) for r in honest] == [(EpisodeStatus.FINISHED, 1.0)]
+    modes = [r.metadata["episode"]["verifier_mode"] for r in load_episodes(tmp_path)]
+    assert modes == ["outputs"] * 3
+
+
 class KillsItsActor:
     """Kills the process it runs in (a crashed Ray worker) on its first call for episode ``victim``,
     once per marker file: a retry on another actor then plays normally."""

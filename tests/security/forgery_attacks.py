@@ -1249,10 +1249,12 @@ def jobs(prompt: str, workdirs: Mapping[str, str]) -> list[dict[str, Any]]:
 
 # ---------------------------------------------------------------------------------------------------
 # The scenario (see conftest.PRELUDE for run/probe/LocalSandbox). args: {"jobs_file"}, a file holding
-# scenario_spec()'s JSON: it plays every job, ``jobs`` at a time, each in a fresh sandbox.
+# scenario_spec()'s JSON: it plays every job, ``jobs`` at a time, each in a fresh sandbox (a local one,
+# or one taken from a warm pool: ``factory`` "pool"). Each outcome records the verifier's mode.
 SCENARIO = r"""
 import dataclasses
 from ares.errors import VerifierError
+from ares.sandbox.pool import WarmPool
 from ares.tasks.harbor import load_harbor_task
 from ares.tasks.humaneval import load_humaneval
 from ares.tasks.verifier import verify
@@ -1262,11 +1264,11 @@ def tail(text, n=600):
     return text[-n:] if text else ""
 
 
-async def play(job, task, sem, guard_s, solution_file):
+async def play(job, task, sem, guard_s, solution_file, factory):
     out = {"task": job["task"], "mode": job["mode"], "name": job["name"], "kind": job["kind"]}
     async with sem:
         started = time.monotonic()
-        sb = LocalSandbox(task.sandbox_spec())
+        sb = factory(task.sandbox_spec())
         try:
             await sb.start()
             if task.workspace:
@@ -1299,6 +1301,7 @@ async def play(job, task, sem, guard_s, solution_file):
                 out["crash"] = f"{type(exc).__name__}: {exc}"[:1500]
             else:
                 out["reward"] = verdict.reward
+                out["verdict_mode"] = verdict.mode
                 out["terms"] = dict(verdict.terms)
                 if verdict.output is not None:
                     output = verdict.output
@@ -1329,24 +1332,30 @@ async def scenario(args):
     }
     sem = asyncio.Semaphore(spec["jobs"])
     started = time.monotonic()
-    results = await asyncio.gather(
-        *(
-            play(job, tasks[job["task"], job["mode"]], sem, spec["verify_guard_s"],
-                 spec["solution_file"][job["task"]])
-            for job in spec["job_list"]
+    pool = WarmPool(LocalSandbox, size=2) if spec["factory"] == "pool" else None
+    try:
+        results = await asyncio.gather(
+            *(
+                play(job, tasks[job["task"], job["mode"]], sem, spec["verify_guard_s"],
+                     spec["solution_file"][job["task"]], pool or LocalSandbox)
+                for job in spec["job_list"]
+            )
         )
-    )
+    finally:
+        if pool is not None:
+            await pool.aclose()
     return {"results": results, "elapsed_s": round(time.monotonic() - started, 2)}
 """
 
 
 def scenario_spec(
     fixbug: str, prompt: str, workdirs: Mapping[str, str], *, humaneval_index: int, concurrency: int,
-    verifier_timeout_s: float, verify_guard_s: float,
+    verifier_timeout_s: float, verify_guard_s: float, factory: str = "local",
 ) -> str:  # fmt: skip
-    """The JSON the scenario reads (too big for argv)."""
+    """The JSON the scenario reads (too big for argv). ``factory``: "local" or "pool" (a warm pool)."""
     return json.dumps(
         {
+            "factory": factory,
             "fixbug": fixbug,
             "humaneval_index": humaneval_index,
             "jobs": concurrency,

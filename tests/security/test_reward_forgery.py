@@ -8,7 +8,10 @@ never 1.0. In the same harness the untouched wrong solution scores 0.0 and the o
 means the attack was stopped, not that the harness is broken.
 
 One scenario per mode plays every attack, each in a fresh sandbox, a few at a time
-(``ARES_FORGERY_JOBS``, default 4); the tests then read its outcomes.
+(``ARES_FORGERY_JOBS``, default 4); the tests then read its outcomes. It runs twice: with sandboxes
+of the local backend, and with sandboxes taken from a warm pool (on Python 3.12+ a pool once hid the
+backend's forks and the tests ran in the agent's own sandbox). Every verdict must be in the mode the
+task asked for: the verifier never falls back to the agent's sandbox.
 """
 
 from __future__ import annotations
@@ -45,8 +48,14 @@ CASES = [
 BASELINES = [(task, mode) for mode in fa.MODES for task in fa.TASKS]
 
 
+@pytest.fixture(scope="module", params=["local", "pool"])
+def factory(request: pytest.FixtureRequest) -> str:
+    """Where the agent's sandboxes come from: the local backend, or a warm pool of it."""
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
-def outcomes(scenario: Scenario, host: Any) -> Outcomes:
+def outcomes(scenario: Scenario, host: Any, factory: str) -> Outcomes:
     """Every job's outcome, by (task, attack name), from one scenario run in this mode."""
     humaneval = load_humaneval()[HUMANEVAL_INDEX]
     fixbug = load_harbor_task(FIXBUG_DIR)
@@ -60,6 +69,7 @@ def outcomes(scenario: Scenario, host: Any) -> Outcomes:
         concurrency=CONCURRENCY,
         verifier_timeout_s=VERIFIER_TIMEOUT_S,
         verify_guard_s=VERIFY_GUARD_S,
+        factory=factory,
     )
     jobs_file = host.scratch("forgery") / "jobs.json"
     jobs_file.write_text(spec)
@@ -76,6 +86,8 @@ def describe(outcome: dict[str, Any]) -> str:
 
 def _require_ran(outcome: dict[str, Any], what: str) -> None:
     assert "harness_error" not in outcome, f"{what}: the harness failed: {outcome['harness_error']}"
+    if "reward" in outcome:  # the tests ran where the task asked, never in the agent's sandbox
+        assert outcome["verdict_mode"] == outcome["mode"], f"{what}: verified in {outcome['verdict_mode']}"
     for step in ("setup", "solve"):
         result = outcome.get(step)
         if result is None:
