@@ -96,3 +96,30 @@ async def test_an_agent_inside_a_pooled_sandbox_reaches_the_proxy() -> None:
 async def test_make_can_ask_for_in_place() -> None:
     env = ares.make("humaneval", tasks="0", verifier_mode="in-place")
     assert await run_oracle(env) == [(EpisodeStatus.FINISHED.value, 1.0, "in-place")]
+
+
+async def finish_with_oracle(env: ares.CodeEnvironment, ts: Any) -> tuple[float | None, str | None]:
+    assert env.task is not None and env.episode is not None
+    policy = make_policy("oracle")(env.task, env.action_format)
+    while not ts.last():
+        ts = await env.step(await policy.act(ts.observation))
+    return ts.reward, env.episode.verifier_mode
+
+
+@pytest.mark.parametrize("warm_pool", [0, 1])
+async def test_episodes_restored_from_a_snapshot_verify_in_a_fork(warm_pool: int) -> None:
+    """A sandbox made from a snapshot (and one snapshotted through a pool) is verified in a fork too."""
+    from ares.snapshot import restore
+
+    env = ares.make("humaneval", tasks="0", warm_pool=warm_pool)
+    async with env:
+        ts = await env.reset(task=0)
+        snapshot = await env.snapshot()
+        assert await finish_with_oracle(env, ts) == (1.0, "outputs")
+        target = ares.make("humaneval", tasks="0", warm_pool=warm_pool)
+        async with target:
+            assert await finish_with_oracle(target, await target.restore(snapshot)) == (1.0, "outputs")
+        forked = await restore(snapshot)  # on the factory the snapshot was taken with (the pool's)
+        async with forked:
+            ts = await forked.restore(snapshot)  # once more, for its TimeStep
+            assert await finish_with_oracle(forked, ts) == (1.0, "outputs")
