@@ -11,11 +11,13 @@ because the task asks for it.
 from __future__ import annotations
 
 import dataclasses
+import io
+import tarfile
 
 import pytest
 from conformance_kit import BackendUnderTest
 
-from ares.errors import VerifierError
+from ares.errors import SandboxError, VerifierError
 from ares.sandbox import Sandbox
 from ares.tasks.model import Task
 from ares.tasks.verifier import verify
@@ -80,3 +82,39 @@ async def test_in_place_runs_only_when_the_task_asks(sandbox_backend: BackendUnd
     sandbox = await agent_leaves(sandbox_backend, "42", hostile=False, lying_grep=False)
     verdict = await verify(dataclasses.replace(TASK, verifier_mode="in-place"), sandbox)
     assert (verdict.reward, verdict.mode) == (1.0, "in-place")
+
+
+def evil_archive() -> bytes:
+    """What a hostile ``tar -c`` of the workdir answers: a wrong answer, a member that climbs out of the
+    output to replace the tests' grep, and a link to a host path."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in (
+            ("workspace/answer.txt", b"41\n"),
+            ("workspace/../usr/bin/grep", b"#!/bin/sh\nexit 0\n"),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("workspace/passwd")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
+        tar.addfile(link)
+    return buf.getvalue()
+
+
+async def test_a_hostile_tar_in_the_agents_sandbox_carries_nothing_out_of_the_outputs(
+    sandbox_backend: BackendUnderTest,
+) -> None:
+    """The cloud fork packs the outputs with the agent's ``tar``: whatever it answers, nothing lands
+    outside the output in the fork (the episode errors, or scores 0). Other backends never run it."""
+    sandbox = await agent_leaves(sandbox_backend, "41", hostile=False, lying_grep=False)
+    await sandbox.upload({"evil.tar": evil_archive()}, "/opt")
+    fake_tar = "printf '#!/bin/sh\\ncp /opt/evil.tar \"$2\"\\n' > /tmp/tar && chmod +x /tmp/tar"
+    replace = f'{fake_tar} && cp /tmp/tar "$(readlink -f "$(command -v tar)")"'
+    assert (await sandbox.exec(replace, cwd="/", timeout_s=30)).ok
+    try:
+        verdict = await verify(TASK, sandbox)
+    except SandboxError as exc:
+        assert "cannot be carried" in str(exc)
+    else:
+        assert (verdict.reward, verdict.mode) == (0.0, "outputs")

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import shlex
 import shutil
+import tarfile
 import tempfile
 import uuid
 from collections.abc import Sequence
@@ -100,8 +101,11 @@ async def _pack(source: CloudSandbox, path: str, dest: Path) -> Carried:
         with contextlib.suppress(SandboxError):
             await source.exec(f"rm -f -- {shlex.quote(staged)}", cwd="/", timeout_s=PACK_TIMEOUT_S)
     unpacked = dest.with_name(dest.name + ".unpacked")
-    await asyncio.to_thread(extract_tar, archive, unpacked)
-    await asyncio.to_thread((unpacked / target.name).rename, dest)
+    try:
+        await asyncio.to_thread(extract_tar, archive, unpacked)
+        await asyncio.to_thread((unpacked / target.name).rename, dest)
+    except (tarfile.TarError, OSError) as exc:  # paths or links that leave the output, or no output
+        raise SandboxError(f"the agent's output {path} cannot be carried to the verifier: {exc}") from exc
     return path, "carry", dest
 
 
