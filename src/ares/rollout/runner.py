@@ -19,11 +19,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ares import tracing
+from ares.core.closing import AsyncClosable
 from ares.core.environment import Environment
+from ares.core.episodic import EpisodicEnvironment, episodic
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import transition
 from ares.envs.episode import ErrorInfo
 from ares.errors import PolicyError
+from ares.llm.types import LLMResponse
 from ares.policies.base import PolicyFactory
 from ares.records.collecting import TraceLevel, TrajectoryCollectingEnvironment
 from ares.records.collectors import TrajectoryCollector
@@ -245,10 +248,12 @@ async def run_episode(
     flows_in: Sequence[int] = (),
     flows_out: Sequence[int] = (),
 ) -> EpisodeResult:
-    """Play one episode of ``env`` (any Environment; a CodeEnvironment's task and action format are
-    handed to the policy factory) to its end. A policy that raises or exceeds ``policy_timeout_s``
-    ends the episode ``errored`` (result, trajectory and episode record agree); cancellation ends
-    it ``cancelled`` and propagates.
+    """Play one episode of ``env`` to its end. An ``EpisodicEnvironment`` (a CodeEnvironment) hands
+    its task and action format to the policy factory and its episode record to the result; a plain
+    Environment is adapted (``ares.core.episodic``): no task, no record, the TimeSteps alone.
+    A policy that raises or exceeds ``policy_timeout_s`` ends the episode ``errored`` (result,
+    trajectory and episode record agree; the environment stays open, see ``abort``); cancellation
+    ends it ``cancelled`` and propagates.
 
     ``driver`` is what reset/step/abort go through (e.g. a recording wrapper around ``env``).
     The episode is one span on its own trace track; ``flows_in``/``flows_out`` link it to the spans
@@ -258,7 +263,8 @@ async def run_episode(
         "episode", cat="episode", track=f"episode {index}", flows_in=flows_in, flows_out=flows_out,
         index=index, task=str(task), seed=seed,
     ) as span:  # fmt: skip
-        play = _Play(env, driver or env, policy_timeout_s)
+        seam = episodic(env)
+        play = _Play(seam, seam if driver is None else episodic(driver), policy_timeout_s)
         await play.play(lambda: play.drive.reset(seed=seed, task=task), policy_factory)
         result = play.result(index=index, task=task, group=group)
         span.set("status", str(result.status))
@@ -270,7 +276,10 @@ class _Play:
     """One episode being played by a policy: its timings, tokens and outcome."""
 
     def __init__(
-        self, env: Environment[Any, Any], drive: Environment[Any, Any], timeout_s: float | None
+        self,
+        env: EpisodicEnvironment[Any, Any],
+        drive: EpisodicEnvironment[Any, Any],
+        timeout_s: float | None,
     ) -> None:
         self.env, self.drive, self.timeout_s = env, drive, timeout_s
         self.started = time.perf_counter()
@@ -317,14 +326,13 @@ class _Play:
 
     async def fail(self, error: BaseException) -> None:
         self.error = error
-        await _end_with_error(self.drive, error)
+        await asyncio.shield(self.drive.abort(error))  # the episode ends errored; the env stays open
 
     def result(self, *, index: int, task: Any, group: int | None) -> EpisodeResult:
         env, error, timestep = self.env, self.error, self.timestep
-        episode = getattr(env, "episode", None)
-        record = episode.to_dict() if hasattr(episode, "to_dict") else {}
-        raw_status = getattr(episode, "status", None)
-        status = EpisodeStatus(raw_status) if raw_status is not None else EpisodeStatus.RUNNING
+        episode = env.episode
+        record = {} if episode is None else episode.to_dict()
+        status = EpisodeStatus.RUNNING if episode is None else EpisodeStatus(episode.status)
         error_dict = record.get("error")
         if error is not None:
             status = EpisodeStatus.ERRORED
@@ -335,7 +343,7 @@ class _Play:
         if status is EpisodeStatus.RUNNING:  # an environment without an episode record of its own
             ended = timestep is not None and timestep.last()
             status = EpisodeStatus.FINISHED if ended else EpisodeStatus.ERRORED
-        reward = None if status is EpisodeStatus.ERRORED else getattr(episode, "reward", None)
+        reward = None if status is EpisodeStatus.ERRORED or episode is None else episode.reward
         if reward is None and status is not EpisodeStatus.ERRORED and timestep is not None:
             reward = timestep.reward
         return EpisodeResult(
@@ -343,13 +351,13 @@ class _Play:
             task_id=_task_id(env, task),
             status=status,
             reward=reward,
-            steps=int(getattr(episode, "steps", len(self.latencies))),
+            steps=len(self.latencies) if episode is None else episode.steps,
             duration_s=time.perf_counter() - self.started,
             step_latencies_s=tuple(self.latencies),
             record=record,
             group=group,
             error=error_dict if status is EpisodeStatus.ERRORED else None,
-            exit_reason=getattr(episode, "exit_reason", None),
+            exit_reason=None if episode is None else episode.exit_reason,
             policy_latencies_s=tuple(self.policy_latencies),
             prompt_tokens=self.tokens.prompt,
             completion_tokens=self.tokens.completion,
@@ -357,16 +365,15 @@ class _Play:
         )
 
 
-def _policy(policy_factory: PolicyFactory, env: Environment[Any, Any]) -> Any:
-    return policy_factory(getattr(env, "task", None), getattr(env, "action_format", None))
+def _policy(policy_factory: PolicyFactory, env: EpisodicEnvironment[Any, Any]) -> Any:
+    return policy_factory(env.task, env.action_format)  # type: ignore[arg-type]
 
 
 async def _close_policy(policy: Any) -> None:
     """Release what an episode's policy holds elsewhere (e.g. its session on a shared policy server)."""
-    closer = getattr(policy, "aclose", None)
-    if callable(closer):
+    if isinstance(policy, AsyncClosable):
         with contextlib.suppress(Exception):
-            await closer()
+            await policy.aclose()
 
 
 async def run_branched_group(
@@ -388,7 +395,7 @@ async def run_branched_group(
     fresh policy from ``policy_factory`` (stateless policies such as an LLM's see exactly the shared
     prefix). The prefix episode is recorded as the branches' parent; one result per branch (or the
     prefix's own result, if it ended before ``branch_at``)."""
-    env = make_env()
+    env = episodic(make_env())
     level: TraceLevel = trace if collector is not None else "off"
     driver = TrajectoryCollectingEnvironment(env, collector, trace=level)
     driver.group_id = f"g{group}"
@@ -396,7 +403,8 @@ async def run_branched_group(
     prefix_policy = None
 
     def prefix_done() -> bool:
-        return int(getattr(getattr(env, "episode", None), "steps", 0)) >= branch_at
+        episode = env.episode
+        return episode is not None and episode.steps >= branch_at
 
     try:
         timestep = await driver.reset(seed=seed, task=task)
@@ -421,13 +429,12 @@ async def run_branched_group(
     await driver.close()
 
     async def branch_play(i: int, branch: TrajectoryCollectingEnvironment) -> EpisodeResult:
-        inner = branch.unwrapped
         index = first_index + i
         with tracing.span("episode", cat="episode", track=f"episode {index}", index=index, branch=i) as span:
-            play = _Play(inner, branch, policy_timeout_s)
+            play = _Play(branch, branch, policy_timeout_s)
 
             async def here() -> Any:  # a branch starts where the fork left it
-                return transition(inner.observation)  # type: ignore[attr-defined]
+                return transition(branch.observation)
 
             await play.play(here, policy_factory)
             result = play.result(index=index, task=task, group=group)
@@ -450,31 +457,26 @@ class _Tokens:
         self.cost: float | None = None
 
     def add(self, action: Any) -> None:
-        usage = getattr(action, "usage", None)
+        """Count an answer's usage and cost: actions are LLMResponses (the one action type that
+        reports them); any other action counts nothing."""
+        if not isinstance(action, LLMResponse):
+            return
+        usage, cost = action.usage, action.cost
         if usage is not None:
             self.prompt = (self.prompt or 0) + usage.prompt_tokens
             self.completion = (self.completion or 0) + usage.completion_tokens
-        cost = getattr(action, "cost", None)
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
 
 
-async def _end_with_error(drive: Environment[Any, Any], error: BaseException) -> None:
-    """End the episode as errored where the environment can say so; otherwise close it."""
-    abort = getattr(drive, "abort", None)
-    if callable(abort):
-        await asyncio.shield(abort(error))
-    else:
-        await asyncio.shield(drive.close())
-
-
-def _task_id(env: Environment[Any, Any], task: Any) -> str:
-    current = getattr(env, "task", None)
-    if current is not None and getattr(current, "id", None) is not None:
-        return str(current.id)
-    tasks = getattr(env, "tasks", None)
-    if isinstance(task, int) and tasks is not None and 0 <= task < len(tasks):
-        return str(getattr(tasks[task], "id", task))
+def _task_id(env: EpisodicEnvironment[Any, Any], task: Any) -> str:
+    """The episode's task id: the environment's current task, else the one ``task`` indexes, else
+    ``task`` itself (a plain environment's selector)."""
+    if env.task is not None:
+        return str(env.task.id)
+    tasks = env.tasks
+    if isinstance(task, int) and 0 <= task < len(tasks):
+        return str(tasks[task].id)
     return str(task)
 
 
@@ -522,14 +524,14 @@ async def run_episodes(
     results: list[EpisodeResult] = []
     to_run = episodes - len(skipped & set(range(episodes)))
 
-    def fresh() -> tuple[Environment[Any, Any], TrajectoryCollectingEnvironment]:
-        env = make_env()
+    def fresh() -> tuple[EpisodicEnvironment[Any, Any], TrajectoryCollectingEnvironment]:
+        env = episodic(make_env())
         level: TraceLevel = trace if collector is not None else "off"  # nothing to keep traces for
         return env, TrajectoryCollectingEnvironment(env, collector, trace=level)
 
     async def worker() -> None:
         env, driver = fresh()
-        count = num_tasks or len(getattr(env, "tasks", ())) or 1
+        count = num_tasks or len(env.tasks) or 1
         try:
             for index in pending:
                 group = index // group_size
@@ -540,7 +542,7 @@ async def run_episodes(
                     group=None if group_size == 1 else group, policy_timeout_s=policy_timeout_s,
                 )  # fmt: skip
                 results.append(keep(result))
-                if getattr(env, "closed", False):  # a failure closed it; keep going with a fresh one
+                if env.closed:  # a failure closed it; keep going with a fresh one
                     env, driver = fresh()
         finally:
             with contextlib.suppress(Exception):
@@ -586,8 +588,8 @@ async def _run_branched(
     """``run_episodes`` with shared-prefix groups: about ``concurrency`` episodes at once."""
     if branch_at < 0:
         raise ValueError(f"branch_at must be >= 0, got {branch_at}")
-    probe = make_env()
-    count = num_tasks or len(getattr(probe, "tasks", ())) or 1
+    probe = episodic(make_env())
+    count = num_tasks or len(probe.tasks) or 1
     await probe.close()
     skipped = frozenset(skip)
     groups = [g for g in range((episodes + group_size - 1) // group_size) if g * group_size not in skipped]
