@@ -428,22 +428,37 @@ async def run_branched_group(
     await driver.abort()  # the prefix is the branches' parent, not a rollout of its own
     await driver.close()
 
-    async def branch_play(i: int, branch: TrajectoryCollectingEnvironment) -> EpisodeResult:
-        index = first_index + i
-        with tracing.span("episode", cat="episode", track=f"episode {index}", index=index, branch=i) as span:
-            play = _Play(branch, branch, policy_timeout_s)
+    plays = (
+        _play_branch(b, policy_factory, index=first_index + i, branch=i, task=task, group=group,
+                     policy_timeout_s=policy_timeout_s)
+        for i, b in enumerate(branches)
+    )  # fmt: skip
+    return list(await asyncio.gather(*plays))
 
-            async def here() -> Any:  # a branch starts where the fork left it
-                return transition(branch.observation)
 
-            await play.play(here, policy_factory)
-            result = play.result(index=index, task=task, group=group)
-            span.set("status", str(result.status))
-            span.set("reward", result.reward)
-        await branch.close()
-        return result
+async def _play_branch(
+    env: TrajectoryCollectingEnvironment,
+    policy_factory: PolicyFactory,
+    *,
+    index: int,
+    branch: int,
+    task: Any,
+    group: int,
+    policy_timeout_s: float | None,
+) -> EpisodeResult:
+    """Play a fork from the step it was forked at to its end, with a fresh policy; then close it."""
+    with tracing.span("episode", cat="episode", track=f"episode {index}", index=index, branch=branch) as span:
+        play = _Play(env, env, policy_timeout_s)
 
-    return list(await asyncio.gather(*(branch_play(i, b) for i, b in enumerate(branches))))
+        async def here() -> Any:  # a branch starts where the fork left it
+            return transition(env.observation)
+
+        await play.play(here, policy_factory)
+        result = play.result(index=index, task=task, group=group)
+        span.set("status", str(result.status))
+        span.set("reward", result.reward)
+    await env.close()
+    return result
 
 
 class _Tokens:
@@ -519,6 +534,30 @@ async def run_episodes(
         )  # fmt: skip
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
+    return await _run_flat(
+        make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed, keep=keep,
+        collector=collector, trace=trace, skip=skip, group_size=group_size,
+        policy_timeout_s=policy_timeout_s, num_tasks=num_tasks,
+    )  # fmt: skip
+
+
+async def _run_flat(
+    make_env: Callable[[], Environment[Any, Any]],
+    policy_factory: PolicyFactory,
+    *,
+    episodes: int,
+    concurrency: int,
+    seed: int,
+    keep: Callable[[EpisodeResult], EpisodeResult],
+    collector: TrajectoryCollector | None,
+    trace: TraceLevel,
+    skip: Collection[int],
+    group_size: int,
+    policy_timeout_s: float | None,
+    num_tasks: int | None,
+) -> list[EpisodeResult]:
+    """``run_episodes`` one episode at a time per worker: each worker keeps its environment (and its
+    recording wrapper) from one episode to the next, and takes a fresh one when a failure closed it."""
     skipped = frozenset(skip)
     pending = iter([i for i in range(episodes) if i not in skipped])
     results: list[EpisodeResult] = []
