@@ -11,3 +11,10 @@ class AsyncClosable(Protocol):
     its owner releases once, when done with it."""
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """Holds something its owner releases with a plain ``close()`` (a sandbox backend's client)."""
+
+    def close(self) -> None: ...
