@@ -77,7 +77,8 @@ from ares.policies import API_POLICIES, make_policy
 from ares.policies.base import TokenExactPolicyFactory
 from ares.records.collectors import JsonDirCollector
 from ares.registry import list_presets, make
-from ares.rollout.runner import EpisodeResult, RunSummary, run_episodes
+from ares.rollout.results import EpisodeResult, RunSummary
+from ares.rollout.runner import run_episodes
 from ares.sandbox.backends import make_sandbox_factory
 from ares.sandbox.images.progress import build_listener
 from ares.tracking import Tracker, Trackers, TrackingError, make_tracker
