@@ -199,3 +199,23 @@ def test_the_episode_view_matches_the_code_environment_episode() -> None:
     members = [n for n, _ in inspect.getmembers(EpisodeView) if not n.startswith("_")]
     assert members and all(statically_has(episode, n) for n in members)
     assert episode.status is EpisodeStatus.RUNNING
+
+
+def test_a_code_environment_declares_both_seams_and_a_recording_wrapper_keeps_them() -> None:
+    from ares.envs.code_env import CodeEnvironment
+    from ares.registry import BashAgentFactory
+    from ares.sandbox.local import LocalSandbox
+    from ares.tasks.model import Task
+
+    env = CodeEnvironment(
+        [Task(id="t", instruction="hi", tests={"test.sh": "exit 0"})],
+        agent_factory=BashAgentFactory(),
+        sandbox_factory=LocalSandbox,
+    )
+    assert isinstance(env, EpisodicEnvironment) and isinstance(env, SnapshottingEnvironment)
+    assert episodic(env) is env  # the runner reads it as it is, never through the adapter
+    for name in (*EPISODIC_MEMBERS, *SNAPSHOT_MEMBERS):
+        assert statically_has(env, name), name
+    recording = TrajectoryCollectingEnvironment(env)
+    assert isinstance(recording, SnapshottingEnvironment)
+    assert recording.tasks is env.tasks and recording.action_format is env.action_format
