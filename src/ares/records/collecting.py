@@ -141,8 +141,8 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
 
     async def abort(self, error: BaseException | None = None) -> None:
         """End the active episode: ``errored`` with ``error`` (e.g. the policy raised or timed out),
-        or ``aborted``; the environment stays open. Forwarded to the environment when it can abort
-        (a CodeEnvironment), so its episode says the same."""
+        or ``aborted``; the environment stays open. Forwarded to the environment first (a
+        CodeEnvironment ends its episode the same way; a plain one has nothing to end early)."""
         await self._seam.abort(error)
         if self._episode_id is not None:
             self._end("aborted" if error is None else "errored", error)
