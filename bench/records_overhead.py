@@ -34,7 +34,8 @@ from typing import Any
 import ares
 from _common import machine_info, summarize_ms
 from ares.agents.bash import BashActionFormat
-from ares.core.environment import Environment, Wrapper
+from ares.core.environment import Environment
+from ares.core.wrapper import Wrapper
 from ares.policies.scripted import ReplayPolicy
 from ares.records import JsonDirCollector, JsonlCollector, NullCollector, TrajectoryCollectingEnvironment
 from env_throughput import RESPONSE, make_env

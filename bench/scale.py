@@ -55,7 +55,8 @@ from ares.llm.interceptor import LLMClient
 from ares.llm.types import LLMRequest, LLMResponse, assistant, user
 from ares.policies.scripted import ReplayPolicy
 from ares.records import JsonDirCollector, JsonlCollector
-from ares.rollout.runner import EpisodeResult, RunSummary, run_episodes
+from ares.rollout.results import EpisodeResult, RunSummary
+from ares.rollout.runner import run_episodes
 from ares.tasks.model import Task
 from env_throughput import MemorySandbox
 

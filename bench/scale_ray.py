@@ -23,7 +23,8 @@ from typing import Any
 import _probe
 import env_throughput
 from _common import summarize_ms
-from ares.rollout.runner import RunSummary, run_episodes
+from ares.rollout.results import RunSummary
+from ares.rollout.runner import run_episodes
 
 BENCH = Path(__file__).resolve().parent
 

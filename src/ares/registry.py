@@ -39,12 +39,13 @@ class Preset:
     agent: Callable[[], AgentFactory] = BashAgentFactory
 
 
-def _harbor_tasks(path: str | Path | None = None, verifier_mode: VerifierMode | None = None) -> list[Task]:
+def _harbor_tasks(path: str | Path | None = None) -> list[Task]:
+    """A Harbor dataset (``make``'s ``verifier_mode`` overrides the tasks' own modes afterwards)."""
     if path is None:
         raise UnknownPresetError(
             "the harbor preset needs a dataset directory: --path DIR (make('harbor', path=DIR) in Python)"
         )
-    return load_harbor_dataset(Path(path), verifier_mode=verifier_mode)
+    return load_harbor_dataset(Path(path))
 
 
 def _mini_swe_agent() -> AgentFactory:
@@ -59,16 +60,16 @@ PRESETS: dict[str, Preset] = {
         lambda: load_humaneval(),
     ),
     "harbor": Preset(
-        "harbor", "a Harbor dataset dir (options path=DIR, verifier_mode=outputs|full), bash agent",
-        _harbor_tasks, ("path", "verifier_mode"),
+        "harbor", "a Harbor dataset dir (option path=DIR), bash agent",
+        _harbor_tasks, ("path",),
     ),
     "humaneval-tools": Preset(
         "humaneval-tools", "164 HumanEval problems, tool-calling agent (bash, file, submit), local sandbox",
         lambda: load_humaneval(), agent=ToolAgentFactory,
     ),
     "harbor-tools": Preset(
-        "harbor-tools", "a Harbor dataset dir (options path=DIR, verifier_mode), tool-calling agent",
-        _harbor_tasks, ("path", "verifier_mode"), agent=ToolAgentFactory,
+        "harbor-tools", "a Harbor dataset dir (option path=DIR), tool-calling agent",
+        _harbor_tasks, ("path",), agent=ToolAgentFactory,
     ),
     "humaneval-cli": Preset(
         "humaneval-cli",
@@ -76,16 +77,16 @@ PRESETS: dict[str, Preset] = {
         lambda: load_humaneval(), agent=tool_loop_cli,
     ),
     "harbor-cli": Preset(
-        "harbor-cli", "a Harbor dataset dir (options path=DIR, verifier_mode), CLI agent via the proxy",
-        _harbor_tasks, ("path", "verifier_mode"), agent=tool_loop_cli,
+        "harbor-cli", "a Harbor dataset dir (option path=DIR), CLI agent via the proxy",
+        _harbor_tasks, ("path",), agent=tool_loop_cli,
     ),
     "humaneval-mswea": Preset(
         "humaneval-mswea", "164 HumanEval problems, the real mini-swe-agent (ares[mswea]), local sandbox",
         lambda: load_humaneval(), agent=_mini_swe_agent,
     ),
     "harbor-mswea": Preset(
-        "harbor-mswea", "a Harbor dataset dir (options path=DIR, verifier_mode), the real mini-swe-agent",
-        _harbor_tasks, ("path", "verifier_mode"), agent=_mini_swe_agent,
+        "harbor-mswea", "a Harbor dataset dir (option path=DIR), the real mini-swe-agent",
+        _harbor_tasks, ("path",), agent=_mini_swe_agent,
     ),
     "humaneval-single": Preset(
         "humaneval-single", "164 HumanEval problems, single-turn agent (one reply is the whole solution.py)",
@@ -93,7 +94,7 @@ PRESETS: dict[str, Preset] = {
     ),
     "harbor-single": Preset(
         "harbor-single", "Harbor tasks declaring [ares.agent] solution_file (path=DIR), single-turn agent",
-        _harbor_tasks, ("path", "verifier_mode"), agent=SingleTurnAgentFactory,
+        _harbor_tasks, ("path",), agent=SingleTurnAgentFactory,
     ),
 }  # fmt: skip
 

@@ -38,6 +38,22 @@ def test_run_writes_results_and_summary(tmp_path: Path) -> None:
     assert summary["episodes"] == 4 and summary["pass_rate"] == 1.0 and summary["statuses"] == {"finished": 4}
 
 
+def verifier_modes(out: Path) -> list[str]:
+    return [json.loads(p.read_text())["verifier_mode"] for p in (out / "episodes").glob("*.json")]
+
+
+def test_a_warm_pool_run_verifies_in_forks_and_in_place_only_when_asked(tmp_path: Path) -> None:
+    """`ares run humaneval --warm-pool 2` once verified in the agent's own sandbox on Python 3.12+."""
+    pooled = ares("run", "humaneval", "--tasks", "0:2", "--warm-pool", "2", "--out", str(tmp_path / "pool"))
+    assert pooled.returncode == 0, pooled.stderr
+    assert verifier_modes(tmp_path / "pool") == ["outputs"] * 2
+    asked = ares(
+        "run", "humaneval", "--tasks", "0", "--verifier-mode", "in-place", "--out", str(tmp_path / "ip")
+    )
+    assert asked.returncode == 0, asked.stderr
+    assert verifier_modes(tmp_path / "ip") == ["in-place"]
+
+
 def test_null_policy_on_harbor_fixture(tmp_path: Path) -> None:
     result = ares("run", "harbor", "--path", str(FIXTURES / "harbor"), "-p", "null", "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr

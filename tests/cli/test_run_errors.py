@@ -89,7 +89,7 @@ CASES = {
     ),
     "verifier mode": (
         ["run", "harbor", "--path", HARBOR, "--verifier-mode", "bogus"],
-        "--verifier-mode must be one of: outputs, full; got 'bogus'",
+        "--verifier-mode must be one of: outputs, full, in-place; got 'bogus'",
     ),
     "trace": (["run", "humaneval", "--trace", "loud"], "--trace must be one of: off, basic, full"),
     "resume": (["run", "humaneval", "--resume"], "--resume needs --out DIR"),

@@ -20,7 +20,8 @@ from ares.policies import make_policy
 from ares.records.collecting import TrajectoryCollectingEnvironment
 from ares.records.collectors import JsonDirCollector
 from ares.records.loader import load_episodes
-from ares.rollout.runner import EpisodeResult, PolicyTimeoutError, RunSummary, run_episode, run_episodes
+from ares.rollout.results import EpisodeResult, RunSummary
+from ares.rollout.runner import PolicyTimeoutError, run_episode, run_episodes
 from ares.sandbox.local import LocalSandbox
 from ares.tasks.model import Task
 

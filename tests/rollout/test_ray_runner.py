@@ -32,7 +32,8 @@ from ares.policies.base import Policy
 from ares.records.collectors import JsonDirCollector
 from ares.records.loader import load_episodes
 from ares.records.model import EpisodeRecord
-from ares.rollout.runner import EpisodeResult, RunSummary, run_episodes
+from ares.rollout.results import EpisodeResult, RunSummary
+from ares.rollout.runner import run_episodes
 from ares.tasks.model import Task
 from fake_openai import FakeOpenAI
 

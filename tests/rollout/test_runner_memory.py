@@ -14,7 +14,8 @@ from ares.llm.interceptor import LLMClient
 from ares.llm.types import LLMRequest, LLMResponse, Message
 from ares.records import JsonlCollector
 from ares.records.loader import load_episodes
-from ares.rollout.runner import EpisodeResult, RunSummary, run_episodes
+from ares.rollout.results import EpisodeResult, RunSummary
+from ares.rollout.runner import run_episodes
 from ares.sandbox.base import ExecResult, SandboxSpec
 from ares.tasks.model import Task
 from weak_tracked import TrackedMessage, TrackedRequest, TrackedResponse

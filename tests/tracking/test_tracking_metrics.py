@@ -8,7 +8,7 @@ import pytest
 from tracking_kit import grouped_results, result
 
 from ares.core.status import EpisodeStatus
-from ares.rollout.runner import RunSummary
+from ares.rollout.results import RunSummary
 from ares.tracking import episode_metrics, flat_metrics, group_metrics, percentile, run_metrics
 
 

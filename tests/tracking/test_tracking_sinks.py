@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from tracking_kit import grouped_results
 
-from ares.rollout.runner import RunSummary
+from ares.rollout.results import RunSummary
 from ares.tracking import (
     JsonlTracker,
     TensorBoardTracker,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ares.core.status import EpisodeStatus
-from ares.rollout.runner import EpisodeResult
+from ares.rollout.results import EpisodeResult
 
 
 def result(index: int, **kw: Any) -> EpisodeResult:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import typer
@@ -27,20 +29,59 @@ from ares.cli.common import App, fail, warn
 from ares.cli.doctor import doctor
 from ares.cli.export import export as export_command
 from ares.cli.images import app as images_app
-from ares.cli.progress import RunProgress, run_progress
+from ares.cli.progress import run_progress
 from ares.cli.report import print_summary
+from ares.cli.run_config import RunConfig
+from ares.cli.run_options import (
+    AllowErrorsOption,
+    ApiKeyEnvOption,
+    BaseUrlOption,
+    ConcurrencyOption,
+    ContextLimitOption,
+    EpisodesOption,
+    GroupSizeOption,
+    MaxTokensOption,
+    ModelOption,
+    OutOption,
+    PathOption,
+    PolicyOption,
+    PolicyTimeoutOption,
+    PresetOption,
+    RayActorsOption,
+    RayAddressOption,
+    ResumeOption,
+    RetriesOption,
+    SandboxOption,
+    ScriptOption,
+    SeedOption,
+    ShardOption,
+    SpanLevelOption,
+    StepLimitOption,
+    TasksOption,
+    TemperatureOption,
+    TimeoutOption,
+    TraceFileOption,
+    TraceOption,
+    TrackOption,
+    UseRayOption,
+    VerifierModeOption,
+    WarmPoolOption,
+)
 from ares.cli.sandboxes import app as sandboxes_app
 from ares.cli.trace import app as trace_app
 from ares.cli.view import view
+from ares.core.closing import AsyncClosable, Closable
 from ares.core.status import EpisodeStatus
 from ares.errors import AresError, SandboxUnavailableError
-from ares.policies import API_POLICIES, LOCAL_OPTIONS, LOCAL_POLICY, POLICY_NAMES, make_policy, split_policy
+from ares.policies import API_POLICIES, make_policy
+from ares.policies.base import TokenExactPolicyFactory
 from ares.records.collectors import JsonDirCollector
-from ares.registry import get_preset, list_presets, make
-from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, EpisodeResult, RunSummary, run_episodes
-from ares.sandbox.backends import BACKENDS, make_sandbox_factory
+from ares.registry import list_presets, make
+from ares.rollout.results import EpisodeResult, RunSummary
+from ares.rollout.runner import run_episodes
+from ares.sandbox.backends import make_sandbox_factory
 from ares.sandbox.images.progress import build_listener
-from ares.tracking import Tracker, Trackers, TrackingError, make_tracker, parse_track_spec
+from ares.tracking import Tracker, Trackers, TrackingError, make_tracker
 
 app = App(help="ARES: RL environments for LLM coding agents.", no_args_is_help=True)
 console = Console()
@@ -51,8 +92,6 @@ app.command("export")(export_command)
 app.command()(doctor)
 app.command()(view)
 
-TRACE_LEVELS = ("off", "basic", "full")
-VERIFIER_MODES = ("outputs", "full")
 #: How long the start-up check waits for the LLM server's port.
 PREFLIGHT_TIMEOUT_S = 3.0
 #: Exit code of a run in which an episode errored (configuration mistakes exit 2).
@@ -70,221 +109,73 @@ def presets() -> None:
 
 @app.command()
 def run(
-    preset: Annotated[str, typer.Argument(help="Preset name (see `ares presets`).")],
-    policy: Annotated[
-        str,
-        typer.Option(
-            "--policy", "-p", help=f"One of: {', '.join(POLICY_NAMES)}; local:PATH.gguf for another model."
-        ),
-    ] = "oracle",
-    episodes: Annotated[
-        int | None,
-        typer.Option("-n", "--episodes", min=1, help="Episodes (default: one per task, x --group-size)."),
-    ] = None,
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1)] = 8,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
-    out: Annotated[Path | None, typer.Option("--out", help="Directory for per-episode JSON results.")] = None,
-    tasks: Annotated[str | None, typer.Option("--tasks", help="Task selection: 3, 0:10, ids, a,b,c.")] = None,
-    shard: Annotated[str | None, typer.Option("--shard", help="Keep shard INDEX/COUNT of the tasks.")] = None,
-    step_limit: Annotated[int, typer.Option("--step-limit", min=1)] = 100,
-    context_limit: Annotated[
-        int | None,
-        typer.Option("--context-limit", min=1, help="Policy context window in prompt tokens (default: none)"),
-    ] = None,
-    group_size: Annotated[
-        int,
-        typer.Option(
-            "--group-size", "-k", min=1, help="Rollouts per task, run as one group (e.g. for GRPO)."
-        ),
-    ] = 1,
-    path: Annotated[Path | None, typer.Option("--path", help="Dataset directory (harbor preset).")] = None,
-    verifier_mode: Annotated[
-        str | None,
-        typer.Option(
-            "--verifier-mode",
-            help="harbor preset: what the tests see, 'outputs' (pristine image + the task's outputs) or "
-            "'full' (the agent's whole filesystem); default: each task's own setting.",
-        ),
-    ] = None,
-    script: Annotated[
-        Path | None, typer.Option("--script", help="JSONL responses (scripted policy).")
-    ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name (API policies).")] = None,
-    base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL (API policies).")] = None,
-    api_key_env: Annotated[
-        str | None,
-        typer.Option(
-            "--api-key-env",
-            metavar="NAME",
-            help="API policies: read the API key from $NAME (default OPENAI_API_KEY or ANTHROPIC_API_KEY).",
-        ),
-    ] = None,
-    max_tokens: Annotated[
-        int | None, typer.Option("--max-tokens", min=1, help="API and local policies: max tokens per answer.")
-    ] = None,
-    temperature: Annotated[
-        float | None,
-        typer.Option("--temperature", min=0.0, help="API and local policies: sampling temperature."),
-    ] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option("--timeout", min=0.001, help="API policies: seconds per HTTP request (default 600)."),
-    ] = None,
-    policy_timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--policy-timeout",
-            min=0.0,
-            help=f"Seconds one policy answer may take before its episode ends errored (0: no limit; "
-            f"default {DEFAULT_POLICY_TIMEOUT_S:g}, or 4 x --timeout if longer).",
-        ),
-    ] = None,
-    warm_pool: Annotated[
-        int, typer.Option("--warm-pool", min=0, help="Started sandboxes kept ready per worker (0: off).")
-    ] = 0,
-    sandbox: Annotated[
-        str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")
-    ] = "local",
-    trace: Annotated[
-        str, typer.Option("--trace", help="Rollout traces in the trajectories: off, basic, full.")
-    ] = "basic",
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Skip episodes already finished in --out; re-run the others.")
-    ] = False,
-    allow_errors: Annotated[
-        bool,
-        typer.Option("--allow-errors", help="Exit 0 even if episodes errored (they are still reported)."),
-    ] = False,
-    use_ray: Annotated[
-        bool, typer.Option("--ray", help="Play on Ray actors (-c is then per actor); see docs/scale.md.")
-    ] = False,
-    ray_address: Annotated[
-        str | None,
-        typer.Option(
-            "--ray-address",
-            metavar="ADDRESS",
-            help="--ray: join a running cluster ('auto' or HOST:PORT; default: start a local instance).",
-        ),
-    ] = None,
-    ray_actors: Annotated[
-        int | None,
-        typer.Option("--ray-actors", min=1, help="--ray: actors to start (default: the cluster's CPUs)."),
-    ] = None,
-    retries: Annotated[
-        int,
-        typer.Option("--retries", min=0, help="--ray: replays of an episode lost with its actor."),
-    ] = 0,
-    trace_file: Annotated[
-        Path | None,
-        typer.Option(
-            "--trace-file",
-            help="Write a span trace (Chrome JSON; open in Perfetto) of the run, Ray actors included.",
-        ),
-    ] = None,
-    span_level: Annotated[
-        str, typer.Option("--span-level", help="--trace-file detail: basic or full (adds every exec).")
-    ] = "basic",
-    track: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--track",
-            metavar="SPEC",
-            help="Send metrics to jsonl:PATH, tensorboard:DIR or wandb:PROJECT[@DIR] (offline); repeatable.",
-        ),
-    ] = None,
+    preset: PresetOption,
+    policy: PolicyOption = "oracle",
+    episodes: EpisodesOption = None,
+    concurrency: ConcurrencyOption = 8,
+    seed: SeedOption = 0,
+    out: OutOption = None,
+    tasks: TasksOption = None,
+    shard: ShardOption = None,
+    step_limit: StepLimitOption = 100,
+    context_limit: ContextLimitOption = None,
+    group_size: GroupSizeOption = 1,
+    path: PathOption = None,
+    verifier_mode: VerifierModeOption = None,
+    script: ScriptOption = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    api_key_env: ApiKeyEnvOption = None,
+    max_tokens: MaxTokensOption = None,
+    temperature: TemperatureOption = None,
+    timeout: TimeoutOption = None,
+    policy_timeout: PolicyTimeoutOption = None,
+    warm_pool: WarmPoolOption = 0,
+    sandbox: SandboxOption = "local",
+    trace: TraceOption = "basic",
+    resume: ResumeOption = False,
+    allow_errors: AllowErrorsOption = False,
+    use_ray: UseRayOption = False,
+    ray_address: RayAddressOption = None,
+    ray_actors: RayActorsOption = None,
+    retries: RetriesOption = 0,
+    trace_file: TraceFileOption = None,
+    span_level: SpanLevelOption = "basic",
+    track: TrackOption = None,
 ) -> None:
     """Run PRESET with a policy and report rewards; per-episode results go to --out.
 
     Exits 0 when every episode ran (whatever its reward), 1 when an episode errored (unless
     --allow-errors), 2 on a configuration mistake.
     """
-    preset_options = {"path": path, "verifier_mode": verifier_mode}
-    openai_options = {
-        "--model": model, "--base-url": base_url, "--api-key-env": api_key_env, "--max-tokens": max_tokens,
-        "--temperature": temperature, "--timeout": timeout,
-    }  # fmt: skip
-    _check_options(policy, preset, preset_options, openai_options, script=script, trace=trace)
-    if resume and out is None:
-        raise fail("--resume needs --out DIR (the run to resume)")
-    if not use_ray and (ray_actors is not None or retries or ray_address is not None):
-        raise fail("--ray-address, --ray-actors and --retries go with --ray")
-    if span_level not in ("basic", "full"):
-        raise fail(f"--span-level must be basic or full, not {span_level!r}")
-    if use_ray:
-        _start_ray(ray_address)
-    if trace_file is not None:
+    config = RunConfig(**locals())  # run()'s parameters are RunConfig's fields, by name
+    execute(config)
+
+
+def execute(config: RunConfig) -> None:
+    """Play the run ``config`` describes, write its results and summary, and report them."""
+    if config.use_ray:
+        _start_ray(config.ray_address)
+    if config.trace_file is not None:
         try:
-            tracing.configure(span_level, process=f"ares run (pid {os.getpid()})")  # type: ignore[arg-type]
+            tracing.configure(config.span_level, process=f"ares run (pid {os.getpid()})")  # type: ignore[arg-type]
         except AresError as exc:
             raise fail(str(exc)) from None
-    trace_parts: list[list[dict[str, Any]]] = []
-    try:
-        track_specs = [parse_track_spec(spec) for spec in track or ()]
-    except TrackingError as exc:
-        raise fail(str(exc)) from None
-    policy_options: dict[str, Any] = {"script": script} if script is not None else {}
-    if policy.partition(":")[0] == LOCAL_POLICY:
-        names = {"max_tokens": max_tokens, "temperature": temperature}
-        policy_options = {k: v for k, v in names.items() if k in LOCAL_OPTIONS and v is not None}
-    if policy in API_POLICIES:
-        names = {"model": model, "base_url": base_url, "api_key_env": api_key_env}
-        names |= {"max_tokens": max_tokens, "temperature": temperature, "timeout_s": timeout}
-        policy_options = {k: v for k, v in names.items() if v is not None}
-    options = {k: v for k, v in preset_options.items() if v is not None}
-    try:
-        policy_factory = make_policy(policy, **policy_options)
-        env = make(preset, tasks=tasks, shard=shard, step_limit=step_limit, **options)
-        sandbox_factory = make_sandbox_factory(sandbox)
-    except AresError as exc:
-        raise fail(str(exc)) from None
-    if policy in API_POLICIES:
-        _check_server(policy_factory.client.base_url)  # type: ignore[attr-defined]
-    _check_engine(sandbox, sandbox_factory)
-    task_count = len(env.tasks)
-    total = episodes if episodes is not None else task_count * group_size
-    if total % group_size:
-        raise fail(f"-n {total} is not a multiple of --group-size {group_size} (groups are whole)")
-    if policy_timeout is None:
-        policy_timeout = max(DEFAULT_POLICY_TIMEOUT_S, 4 * (timeout or 0.0))
-    out_dir = out or Path("runs") / f"{preset}-{split_policy(policy)[0]}-{time.strftime('%Y%m%d-%H%M%S')}"
+    policy_factory, task_count, sandbox_factory = _load(config)
+    total = config.total_episodes(task_count)
+    out_dir = config.out_dir()
     (out_dir / "episodes").mkdir(parents=True, exist_ok=True)
-    earlier = _finished_results(out_dir) if resume else {}
+    earlier = _finished_results(out_dir) if config.resume else {}
     collector = JsonDirCollector(out_dir / "trajectories")
-    run_config = {"preset": preset, "policy": policy, "seed": seed, "episodes": total, "out": str(out_dir)}
-    tracker = _make_trackers(track_specs, run_config, out_dir, earlier.values())
-    # A local policy knows its model's template and tokenizer: its runs are token exact by default.
-    renderer = policy_factory.token_renderer() if hasattr(policy_factory, "token_renderer") else None
-    if renderer is not None:
-        options["token_renderer"] = renderer
-
-    def make_env() -> Any:
-        return make(
-            preset, tasks=tasks, shard=shard, step_limit=step_limit, context_limit=context_limit,
-            warm_pool=warm_pool, sandbox_factory=sandbox_factory, **options,
-        )  # fmt: skip
-
-    ray_options = None
-    if use_ray:
-        from ares.rollout.ray import PresetEnv
-
-        ray_options = {"actors": ray_actors, "retries": retries, "on_trace_events": trace_parts.append}
-        make_env = PresetEnv(  # type: ignore[assignment]  # picklable: actors build their own backend
-            preset, sandbox, {"tasks": tasks, "shard": shard, "step_limit": step_limit,
-                              "context_limit": context_limit, "warm_pool": warm_pool, **options},
-        )  # fmt: skip
+    tracker = _make_trackers(
+        list(config.track_specs), config.tracker_config(total, out_dir), out_dir, earlier.values()
+    )
+    trace_parts: list[list[dict[str, Any]]] = []
+    play = _Play(config, policy_factory, total, task_count, out_dir, earlier, tracker)
+    make_env = _env_factory(config, _env_options(config, policy_factory), sandbox_factory)
     started = time.perf_counter()
-    progress = run_progress(console, total, earlier.values())
     try:
-        with progress, build_listener(progress.on_build):
-            results = asyncio.run(
-                _run(
-                    make_env, policy_factory, progress, total, concurrency, seed, out_dir,
-                    collector=collector, trace=trace, skip=earlier, group_size=group_size,
-                    policy_timeout_s=policy_timeout or None, num_tasks=task_count, tracker=tracker,
-                    ray=ray_options,
-                )
-            )  # fmt: skip
-        results = sorted([*earlier.values(), *results], key=lambda r: r.index)
+        results = play.run(make_env, collector, trace_parts.append)
     except AresError as exc:  # e.g. no Ray actor could start
         tracker.close()
         raise fail(str(exc)) from None
@@ -293,73 +184,67 @@ def run(
         raise
     finally:
         collector.close()  # whatever ended the run, the trajectories written so far are on disk
-        close = getattr(sandbox_factory, "close", None)
-        if callable(close):
-            close()
-        if trace_file is not None:
-            _write_trace(trace_file, trace_parts)
-    summary = RunSummary.of(results, time.perf_counter() - started)
-    record = {"preset": preset, "policy": policy, "seed": seed, **dataclasses.asdict(summary)}
-    (out_dir / "summary.json").write_text(json.dumps(record, indent=2))
+        if isinstance(sandbox_factory, Closable):
+            sandbox_factory.close()
+        if config.trace_file is not None:
+            _write_trace(config.trace_file, trace_parts)
+    _report(config, results, time.perf_counter() - started, out_dir, tracker)
+
+
+def _load(config: RunConfig) -> tuple[Any, int, Any]:
+    """The policy factory, the number of tasks the run selects, the sandbox factory; a mistake they
+    find (a task selector out of range, a missing model file, a backend not installed, a server
+    that cannot be resolved, an engine that does not answer) fails the run before it starts."""
+    try:
+        policy_factory = make_policy(config.policy, **config.policy_options)
+        env = make(
+            config.preset, tasks=config.tasks, shard=config.shard, step_limit=config.step_limit,
+            **config.preset_options,
+        )  # fmt: skip
+        sandbox_factory = make_sandbox_factory(config.sandbox)
+    except AresError as exc:
+        raise fail(str(exc)) from None
+    if config.policy in API_POLICIES:
+        _check_server(policy_factory.client.base_url)  # type: ignore[attr-defined]
+    _check_engine(config.sandbox, sandbox_factory)
+    return policy_factory, len(env.tasks), sandbox_factory
+
+
+def _env_options(config: RunConfig, policy_factory: Any) -> dict[str, Any]:
+    """``make(preset, **them)`` for each environment of the run. A local policy knows its model's
+    template and tokenizer: its runs are token exact by default."""
+    options = {
+        "tasks": config.tasks, "shard": config.shard, "step_limit": config.step_limit,
+        "context_limit": config.context_limit, "warm_pool": config.warm_pool, **config.preset_options,
+    }  # fmt: skip
+    if isinstance(policy_factory, TokenExactPolicyFactory):
+        options["token_renderer"] = policy_factory.token_renderer()
+    return options
+
+
+def _env_factory(config: RunConfig, options: dict[str, Any], sandbox_factory: Any) -> Callable[[], Any]:
+    """What builds each environment: here, on the run's sandbox factory; on Ray, a picklable
+    ``PresetEnv`` with which each actor builds its own backend."""
+    if config.use_ray:
+        from ares.rollout.ray import PresetEnv
+
+        return PresetEnv(config.preset, config.sandbox, options)
+    return functools.partial(make, config.preset, sandbox_factory=sandbox_factory, **options)
+
+
+def _report(
+    config: RunConfig, results: list[EpisodeResult], wall_time_s: float, out_dir: Path, tracker: Trackers
+) -> None:
+    """Write summary.json, log the summary, print it; exit 1 when an episode errored (unless
+    --allow-errors)."""
+    summary = RunSummary.of(results, wall_time_s)
+    record = {"preset": config.preset, "policy": config.policy, "seed": config.seed}
+    (out_dir / "summary.json").write_text(json.dumps({**record, **dataclasses.asdict(summary)}, indent=2))
     tracker.log_summary(summary, results)
     tracker.close()
     print_summary(console, summary, out_dir)
-    if summary.errored and not allow_errors:
+    if summary.errored and not config.allow_errors:
         raise typer.Exit(code=EXIT_ERRORED)
-
-
-def _check_options(
-    policy: str,
-    preset: str,
-    preset_options: dict[str, Any],
-    openai_options: dict[str, Any],
-    *,
-    script: Path | None,
-    trace: str,
-) -> None:
-    """Mistakes that need no loading: unknown names, options that do not apply, bad values."""
-    try:
-        spec = get_preset(preset)
-    except AresError as exc:
-        raise fail(str(exc)) from None
-    try:
-        base_policy = split_policy(policy)[0]
-    except AresError as exc:
-        raise fail(str(exc)) from None
-    if base_policy not in POLICY_NAMES:
-        raise fail(
-            f"unknown policy {policy!r}; choose one of: {', '.join(POLICY_NAMES)} (or local:PATH.gguf)"
-        )
-    for name, value in preset_options.items():
-        if value is not None and name not in spec.options:
-            flag = "--" + name.replace("_", "-")
-            owners = [p.name for p in list_presets() if name in p.options]
-            which = f"the {owners[0]} preset" if len(owners) == 1 else f"the presets {', '.join(owners)}"
-            raise fail(f"{flag} applies to {which} only, not {preset!r}")
-    mode = preset_options.get("verifier_mode")
-    if mode is not None and mode not in VERIFIER_MODES:
-        raise fail(f"--verifier-mode must be one of: {', '.join(VERIFIER_MODES)}; got {mode!r}")
-    path = preset_options.get("path")
-    if "path" in spec.options and path is None:
-        raise fail(f"the {preset} preset needs a dataset directory: --path DIR")
-    if path is not None and not path.is_dir():
-        raise fail(f"--path {path} is not a directory (a Harbor dataset dir or a task dir)")
-    if script is not None and policy != "scripted":
-        raise fail(f"--script applies to --policy scripted only, not {policy!r}")
-    if policy == "scripted" and script is None:
-        raise fail("--policy scripted needs --script FILE.jsonl (one response per line)")
-    given = [flag for flag, value in openai_options.items() if value is not None]
-    if base_policy == LOCAL_POLICY:  # the local policy takes --max-tokens and --temperature only
-        given = [flag for flag in given if flag.removeprefix("--").replace("-", "_") not in LOCAL_OPTIONS]
-    if given and policy not in API_POLICIES:
-        verb = "applies" if len(given) == 1 else "apply"
-        others = ", ".join(API_POLICIES[1:])
-        raise fail(f"{', '.join(given)} {verb} to --policy openai only (and the SDK policies {others})")
-    if trace not in TRACE_LEVELS:
-        raise fail(f"--trace must be one of: {', '.join(TRACE_LEVELS)}; got {trace!r}")
-    env_name = openai_options.get("--api-key-env")
-    if env_name is not None and not os.environ.get(env_name):
-        raise fail(f"--api-key-env {env_name}: ${env_name} is not set (or empty); export {env_name}=YOUR_KEY")
 
 
 def _check_server(base_url: str) -> None:
@@ -443,49 +328,56 @@ def _finished_results(out_dir: Path) -> dict[int, EpisodeResult]:
     return done
 
 
-async def _run(
-    make_env: Any,
-    policy_factory: Any,
-    progress: RunProgress,
-    total: int,
-    concurrency: int,
-    seed: int,
-    out_dir: Path,
-    *,
-    collector: JsonDirCollector,
-    trace: Any,
-    skip: dict[int, EpisodeResult],
-    group_size: int,
-    policy_timeout_s: float | None,
-    num_tasks: int,
-    tracker: Tracker | None = None,
-    ray: dict[str, Any] | None = None,
-) -> list[EpisodeResult]:
-    def on_result(result: EpisodeResult) -> None:
+class _Play:
+    """The run's episodes played (here or on Ray) with a live progress display; each result is
+    written to ``out_dir/episodes`` and logged as it comes."""
+
+    def __init__(
+        self, config: RunConfig, policy_factory: Any, total: int, task_count: int, out_dir: Path,
+        earlier: dict[int, EpisodeResult], tracker: Tracker,
+    ) -> None:  # fmt: skip
+        self.config, self.policy_factory = config, policy_factory
+        self.total, self.task_count = total, task_count
+        self.out_dir, self.earlier, self.tracker = out_dir, earlier, tracker
+        self.progress = run_progress(console, total, earlier.values())
+
+    def run(
+        self, make_env: Callable[[], Any], collector: JsonDirCollector, on_trace: Callable[[Any], None]
+    ) -> list[EpisodeResult]:
+        """All results, the earlier run's (``--resume``) included, in episode order."""
+        with self.progress, build_listener(self.progress.on_build):
+            results = asyncio.run(self._play(make_env, collector, on_trace))
+        return sorted([*self.earlier.values(), *results], key=lambda r: r.index)
+
+    async def _play(
+        self, make_env: Callable[[], Any], collector: JsonDirCollector, on_trace: Callable[[Any], None]
+    ) -> list[EpisodeResult]:
+        config = self.config
+        runner: Any = run_episodes
+        extra: dict[str, Any] = {"keep_records": False}  # each result is on disk: keep no episode dicts
+        if config.use_ray:
+            from ares.rollout.ray import run_episodes_ray
+
+            runner = run_episodes_ray
+            extra |= {"actors": config.ray_actors, "retries": config.retries, "on_trace_events": on_trace}
+        try:
+            return await runner(
+                make_env, self.policy_factory, episodes=self.total, concurrency=config.concurrency,
+                seed=config.seed, on_result=self._on_result, collector=collector, trace=config.trace,
+                skip=self.earlier.keys(), group_size=config.group_size,
+                policy_timeout_s=config.policy_timeout_s, num_tasks=self.task_count, **extra,
+            )  # fmt: skip
+        finally:
+            if isinstance(self.policy_factory, AsyncClosable):
+                await self.policy_factory.aclose()
+
+    def _on_result(self, result: EpisodeResult) -> None:
         name = f"{result.index:05d}-{result.task_id}.json"
-        tmp = out_dir / "episodes" / f".{name}.tmp"
+        tmp = self.out_dir / "episodes" / f".{name}.tmp"
         tmp.write_text(json.dumps(result.to_dict(), indent=2, default=str))
-        os.replace(tmp, out_dir / "episodes" / name)
-        progress.on_result(result)
-        if tracker is not None:
-            tracker.log_episode(result)
-
-    runner: Any = run_episodes
-    extra: dict[str, Any] = {"keep_records": False}  # each result is on disk: keep no episode dicts
-    if ray is not None:
-        from ares.rollout.ray import run_episodes_ray
-
-        runner, extra = run_episodes_ray, {**extra, **ray}
-    try:
-        return await runner(
-            make_env, policy_factory, episodes=total, concurrency=concurrency, seed=seed,
-            on_result=on_result, collector=collector, trace=trace, skip=skip.keys(),
-            group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks, **extra,
-        )  # fmt: skip
-    finally:
-        closer = getattr(policy_factory, "aclose", None)
-        if closer is not None:
-            await closer()
+        os.replace(tmp, self.out_dir / "episodes" / name)
+        self.progress.on_result(result)
+        self.tracker.log_episode(result)
 
 
 def _write_trace(path: Path, parts: list[list[dict[str, Any]]]) -> None:

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ares.rollout.runner import RunSummary
+from ares.rollout.results import RunSummary
 
 #: Task ids listed per line (failed, errored) before "... and N more".
 MAX_TASK_IDS = 20

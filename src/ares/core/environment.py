@@ -1,9 +1,9 @@
-"""The async Environment protocol and a forwarding Wrapper base."""
+"""The async Environment protocol: reset, step, close (the Wrapper base is in ``ares.core.wrapper``)."""
 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, Generic, Protocol, Self, TypeVar, runtime_checkable
+from typing import Any, Protocol, Self, TypeVar, runtime_checkable
 
 from ares.core.timestep import TimeStep
 
@@ -31,40 +31,3 @@ class Environment(Protocol[ObsT_co, ActT_contra]):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
-
-
-class Wrapper(Generic[ObsT, ActT]):
-    """Forwards everything to the wrapped environment; subclasses override what they change."""
-
-    def __init__(self, env: Environment[ObsT, ActT]) -> None:
-        self.env = env
-
-    async def reset(self, *, seed: int | None = None, task: Any | None = None) -> TimeStep[ObsT]:
-        return await self.env.reset(seed=seed, task=task)
-
-    async def step(self, action: ActT) -> TimeStep[ObsT]:
-        return await self.env.step(action)
-
-    async def close(self) -> None:
-        await self.env.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.close()
-
-    @property
-    def unwrapped(self) -> Environment[Any, Any]:
-        env: Any = self.env
-        return env.unwrapped if isinstance(env, Wrapper) else env
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self.env, name)

@@ -11,15 +11,16 @@ from __future__ import annotations
 import asyncio
 import random
 import secrets
-import time
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Literal, Protocol, Self, cast
+from typing import Self, cast
 
 from ares import tracing
 from ares.agents.base import ActionFormat, AgentFactory, StatefulAgent
+from ares.core.closing import AsyncClosable
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import TimeStep, restart, termination, transition, truncation
+from ares.envs.agent_clock import AgentClock, TimeLimitClock
 from ares.envs.command_log import CommandLog, CommandRecord
 from ares.envs.context_window import ContextWindow
 from ares.envs.episode import Episode
@@ -49,16 +50,8 @@ from ares.tasks.model import Task
 from ares.tasks.verifier import Verdict, verify
 
 TaskSelector = Task | int | str
-_monotonic = time.monotonic
-#: What a task's agent time limit counts: "agent" (the agent's and sandbox's time, never the time the
-#: policy takes to answer) or "wall" (everything since reset).
-TimeLimitClock = Literal["agent", "wall"]
 #: How long a cancelled agent gets to unwind before its sandbox is stopped under it.
 AGENT_STOP_GRACE_S = 5.0
-
-
-class AsyncClosable(Protocol):
-    async def aclose(self) -> None: ...
 
 
 class CodeEnvironment:
@@ -87,8 +80,7 @@ class CodeEnvironment:
         ``token_renderer``: the policy model's chat template and tokenizer; the agent's requests then
         carry prompt ids that extend the previous prompt + completion token for token where the
         conversation allows (see ``ares.llm.tokens``)."""
-        if time_limit_clock not in ("agent", "wall"):
-            raise ValueError(f"time_limit_clock must be 'agent' or 'wall', got {time_limit_clock!r}")
+        self._clock = AgentClock(time_limit_clock, self._on_time_limit)
         if not tasks:
             raise TaskError("CodeEnvironment needs at least one task")
         if step_limit is not None and step_limit < 1:
@@ -109,13 +101,7 @@ class CodeEnvironment:
         self._commands: list[CommandRecord] = []
         self._client: InterceptedLLMClient | None = None
         self._agent: asyncio.Task[None] | None = None
-        self.time_limit_clock: TimeLimitClock = time_limit_clock
         self.token_renderer = token_renderer
-        self._deadline: asyncio.TimerHandle | None = None
-        self._clock_started = 0.0  # monotonic time of the agent's start
-        self._paused = 0.0  # policy time so far, which the agent clock does not count
-        self._observed_at: float | None = None  # when the policy got its last observation
-        self._expired_while_paused = False
         self._observation: LLMRequest | None = None  # the one the policy is answering
         self._stepping = False
         self._boundary_waiters: list[asyncio.Future[None]] = []
@@ -127,6 +113,11 @@ class CodeEnvironment:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def time_limit_clock(self) -> TimeLimitClock:
+        """Whether a task's ``agent_timeout_s`` counts the policy's thinking time ("wall") or not."""
+        return self._clock.kind
 
     def drain_commands(self) -> list[CommandRecord]:
         """The commands the agent ran since the last call (rollout traces read them once per step)."""
@@ -158,7 +149,7 @@ class CodeEnvironment:
         with tracing.span("env.reset", cat="env", task=chosen.id, episode=episode.id, seed=seed):
             try:
                 request = await self._start(chosen)
-                self._observation, self._observed_at = request, _monotonic()  # to the policy
+                self._to_policy(request)
                 return restart(request)
             except AgentFinished:
                 error = self._agent_error() or AgentError(
@@ -198,19 +189,12 @@ class CodeEnvironment:
     async def _step(self, action: LLMResponse) -> TimeStep[LLMRequest]:
         episode, client, agent = self.episode, self._client, self._agent
         assert episode is not None and client is not None and agent is not None
-        # The policy answered: count its time, tokens and cost (never on the agent's clock). Inline:
-        # this is the hot path of every step.
-        observed_at = self._observed_at
-        if observed_at is not None:
-            thought = _monotonic() - observed_at
-            self._observed_at = None
-            self._paused += thought
+        # The policy answered: count its time, tokens and cost (never on the agent's clock).
+        thought = self._clock.from_policy()
+        if thought is not None:
             episode.policy_latency_s += thought
             if action.usage is not None or action.cost is not None:
                 episode.count_policy(0.0, action.usage, action.cost)
-        if self._expired_while_paused:
-            self._expired_while_paused = False
-            self._on_deadline()
         episode.steps += 1
         try:
             if not agent.done():
@@ -219,7 +203,7 @@ class CodeEnvironment:
                 if self.context_window is not None and self.context_window.overflows(request):
                     return await self._finish("context_limit")
                 if self.step_limit is None or episode.steps < self.step_limit:
-                    self._observation, self._observed_at = request, _monotonic()  # to the policy
+                    self._to_policy(request)
                     return transition(request)
                 return await self._finish("step_limit")
         except AgentFinished:
@@ -268,7 +252,7 @@ class CodeEnvironment:
             raise SnapshotError(f"the {type(sandbox).__name__} backend cannot snapshot its filesystem")
         if not isinstance(agent, StatefulAgent):
             raise SnapshotError(f"the agent {type(agent).__name__} cannot save its state (no state())")
-        assert self._observation is not None and self._observed_at is not None
+        assert self._observation is not None
         agent_state = agent.state()
         filesystem = await require(sandbox, Capability.SNAPSHOT, SnapshottingSandbox).snapshot()
         factory = self._sandbox_factory
@@ -276,7 +260,7 @@ class CodeEnvironment:
             task=task, seed=episode.seed, step=episode.steps, episode_id=episode.id,
             observation=self._observation, agent_state=agent_state, filesystem=filesystem,
             rng_state=self._rng.getstate(), episode=episode.to_dict(),
-            agent_time_s=self._observed_at - self._clock_started - self._paused,
+            agent_time_s=self._clock.agent_time_s,
             factory=_restoring(factory),
         )  # fmt: skip
 
@@ -310,7 +294,7 @@ class CodeEnvironment:
             if isinstance(exc, AgentFinished):
                 raise SnapshotError(f"the restored agent ended before re-issuing its request: {exc}") from exc
             raise
-        self._observation, self._observed_at = request, _monotonic()
+        self._to_policy(request)
         return restart(request) if snapshot.step == 0 else transition(request)
 
     async def fork(self, n: int) -> list[CodeEnvironment]:
@@ -408,10 +392,8 @@ class CodeEnvironment:
             self._agent_obj = agent
             self._agent = asyncio.get_running_loop().create_task(agent.run(), name=f"ares-agent-{task.id}")
             client.watch(self._agent)
-            loop = asyncio.get_running_loop()
             used = 0.0 if resume is None else resume.agent_time_s  # of the time limit, before the snapshot
-            self._clock_started, self._paused, self._expired_while_paused = _monotonic() - used, 0.0, False
-            self._deadline = loop.call_later(max(0.0, task.agent_timeout_s - used), self._on_deadline)
+            self._clock.start(task.agent_timeout_s, used_s=used)
             request = await client.next_request()
         window = self.context_window
         if window is not None and window.overflows(request):
@@ -421,24 +403,13 @@ class CodeEnvironment:
             )
         return request
 
-    def _on_deadline(self) -> None:
-        """The timer set for the time limit fired. On the agent clock the policy's time does not
-        count, so the timer is pushed back by it (one timer per push, never one per step); while the
-        policy is thinking, the check waits for its answer."""
-        self._deadline = None
-        task = self.task
-        if self.time_limit_clock == "agent" and task is not None:
-            if self._observed_at is not None:
-                self._expired_while_paused = True
-                return
-            loop = asyncio.get_running_loop()
-            left = task.agent_timeout_s - (_monotonic() - self._clock_started - self._paused)
-            if left > 0:
-                self._deadline = loop.call_later(left, self._on_deadline)
-                return
-        self._on_time_limit()
+    def _to_policy(self, request: LLMRequest) -> None:
+        """``request`` goes to the policy as the observation it answers; its thinking time starts."""
+        self._observation = request
+        self._clock.to_policy()
 
     def _on_time_limit(self) -> None:
+        """The agent clock ran out: cut the agent off (the episode ends truncated)."""
         if self._agent is not None and not self._agent.done():
             self._time_limited = True
             self._agent.cancel("agent time limit reached")
@@ -501,13 +472,11 @@ class CodeEnvironment:
                 self.episode.reward = 0.0
             self.episode.end(status, error, reason)
         self._active = False
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
+        self._clock.stop()
         if self._client is not None:
             self._client.close()
             self._client = None
-        self._observed_at, self._expired_while_paused, self._observation = None, False, None
+        self._observation = None
         try:
             await self._stop_agent()
         finally:

@@ -27,18 +27,28 @@ import secrets
 import time
 import traceback
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from ares.core.environment import Environment, Wrapper
+from ares.core.environment import Environment
+from ares.core.episodic import EpisodeView
+from ares.core.snapshotting import SnapshottingEnvironment
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import StepType, TimeStep, restart, transition
-from ares.errors import EnvironmentStateError
+from ares.core.wrapper import Wrapper
+from ares.errors import EnvironmentStateError, SnapshotError
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.records.collectors import NullCollector, TrajectoryCollector
 from ares.records.model import EpisodeRecord, ErrorRecord, StepRecord, jsonable
 from ares.records.trace import StepTrace
 
 TraceLevel = Literal["off", "basic", "full"]
+
+
+@runtime_checkable
+class CommandSource(Protocol):
+    """An environment that logs its agent's commands (a CodeEnvironment): traces take each step's."""
+
+    def drain_commands(self) -> list[Any]: ...
 
 
 class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
@@ -62,8 +72,7 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         self._passthrough = isinstance(self.collector, NullCollector) and trace == "off"
         # Looked up once: the hot path only follows references.
         self._inner = self.unwrapped
-        drain = getattr(self._inner, "drain_commands", None)
-        self._drain_commands = drain if callable(drain) else None
+        self._drain_commands = self._inner.drain_commands if isinstance(self._inner, CommandSource) else None
         self._episode_id: str | None = None
         self._index = 0
         self._total = 0.0
@@ -83,12 +92,12 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
     # ------------------------------------------------------------------ protocol
     async def reset(self, *, seed: int | None = None, task: Any | None = None) -> TimeStep[Any]:
         if self._passthrough:
-            return await self.env.reset(seed=seed, task=task)
+            return await self._seam.reset(seed=seed, task=task)
         # The environment abandons an active episode itself; the record follows once it has.
-        abandoned = getattr(self._inner, "episode", None) if self._episode_id is not None else None
+        abandoned = self._seam.episode if self._episode_id is not None else None
         started = time.time()
         try:
-            ts = await self.env.reset(seed=seed, task=task)
+            ts = await self._seam.reset(seed=seed, task=task)
         except asyncio.CancelledError:
             self._end("abandoned", episode=abandoned)
             self._begin(seed, started)
@@ -106,10 +115,10 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
 
     async def step(self, action: Any) -> TimeStep[Any]:
         if self._passthrough:
-            return await self.env.step(action)
+            return await self._seam.step(action)
         started = time.time()
         try:
-            ts = await self.env.step(action)
+            ts = await self._seam.step(action)
         except asyncio.CancelledError:
             self._record_failed(action, started)
             self._end("cancelled")
@@ -124,27 +133,27 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         if ts.step_type is StepType.LAST and self._episode_id is not None:
             # The environment's own verdict (e.g. a CodeEnvironment's "errored" after an agent crash)
             # wins; otherwise the discount tells a cut (1.0) from a natural end.
-            inner_status = str(getattr(getattr(self._inner, "episode", None), "status", "") or "")
+            episode = self._seam.episode
+            inner_status = "" if episode is None else str(episode.status)
             natural = "truncated" if ts.discount == 1.0 else "finished"
             self._end(inner_status if inner_status not in ("", "running") else natural)
         return ts
 
     async def abort(self, error: BaseException | None = None) -> None:
         """End the active episode: ``errored`` with ``error`` (e.g. the policy raised or timed out),
-        or ``aborted``; the environment stays open. Forwarded to the environment when it can abort
-        (a CodeEnvironment), so its episode says the same."""
-        inner_abort = getattr(self.env, "abort", None)
-        if callable(inner_abort):
-            await inner_abort(error)
+        or ``aborted``; the environment stays open. Forwarded to the environment first (a
+        CodeEnvironment ends its episode the same way; a plain one has nothing to end early)."""
+        await self._seam.abort(error)
         if self._episode_id is not None:
             self._end("aborted" if error is None else "errored", error)
 
     async def restore(self, snapshot: Any) -> TimeStep[Any]:
         """Restore the environment at a snapshot's step (see ``CodeEnvironment.restore``): a new
         record begins with that step's observation and names the episode it branched from."""
-        abandoned = getattr(self._inner, "episode", None) if self._episode_id is not None else None
+        env = self._snapshotting()
+        abandoned = self._seam.episode if self._episode_id is not None else None
         started = time.time()
-        ts = await self.env.restore(snapshot)  # type: ignore[attr-defined]
+        ts = await env.restore(snapshot)
         self._end("abandoned", episode=abandoned)
         self._begin(getattr(snapshot, "seed", None), started)
         self._record(ts, None, started)
@@ -153,32 +162,40 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
     async def fork(self, n: int) -> list[TrajectoryCollectingEnvironment]:
         """``n`` environments continuing from the current step (see ``CodeEnvironment.fork``), each
         recorded by this collector as a branch of the current episode."""
+        env = self._snapshotting()
         started = time.time()
-        forks = await self.env.fork(n)  # type: ignore[attr-defined]
+        forks = await env.fork(n)
         wrapped = []
-        for env in forks:
+        for fork in forks:
             branch = TrajectoryCollectingEnvironment(
-                env, self.collector, trace=self.trace_level, env_info=self._env_info
+                fork, self.collector, trace=self.trace_level, env_info=self._env_info
             )
             branch.group_id = self.group_id
-            episode = getattr(env, "episode", None)
-            branch._begin(getattr(episode, "seed", None), started)
-            first = getattr(episode, "steps", 0) == 0
-            branch._record(restart(env.observation) if first else transition(env.observation), None, started)
+            episode = fork.episode
+            branch._begin(None if episode is None else episode.seed, started)
+            first = episode is None or episode.steps == 0
+            branch._record(
+                restart(fork.observation) if first else transition(fork.observation), None, started
+            )
             wrapped.append(branch)
         return wrapped
+
+    def _snapshotting(self) -> SnapshottingEnvironment:
+        if not isinstance(self.env, SnapshottingEnvironment):
+            raise SnapshotError(f"{type(self._inner).__name__} cannot snapshot, restore or fork")
+        return self.env
 
     def _caller_mistake(self, exc: Exception) -> bool:
         """A refused call that did not end the episode: a wrong action type, or a step the
         environment rejects (before reset, after LAST) while its episode (if any) goes on."""
         if not isinstance(exc, TypeError | EnvironmentStateError):
             return False
-        episode = getattr(self._inner, "episode", None)
-        return episode is None or getattr(episode, "status", None) in (EpisodeStatus.RUNNING, None)
+        episode = self._seam.episode
+        return episode is None or episode.status is EpisodeStatus.RUNNING
 
     async def close(self) -> None:
         try:
-            await self.env.close()
+            await self._seam.close()
         finally:
             if self._episode_id is not None:  # after the environment ended it: both say aborted
                 self._end("aborted")
@@ -188,10 +205,8 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
 
     # ------------------------------------------------------------------ recording
     def _begin(self, seed: int | None, started: float) -> None:
-        inner = self._inner
-        episode = getattr(inner, "episode", None)
-        task = getattr(inner, "task", None)
-        self._episode_id = getattr(episode, "id", None) or secrets.token_hex(8)
+        inner, episode, task = self._inner, self._seam.episode, self._seam.task
+        self._episode_id = (None if episode is None else episode.id) or secrets.token_hex(8)
         self._index, self._total, self._any_reward = 0, 0.0, False
         self._previous, self._returned_at = None, None
         env_info = {"class": type(inner).__name__, "name": getattr(inner, "name", None), **self._env_info}
@@ -200,13 +215,13 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
             metadata["group_id"] = self.group_id
         if self.episode_index is not None:
             metadata["episode_index"] = self.episode_index
-        if getattr(episode, "parent_episode_id", None) is not None:  # a branch of a snapshot
+        if episode is not None and episode.parent_episode_id is not None:  # a branch of a snapshot
             metadata["parent_episode_id"] = episode.parent_episode_id
             metadata["branch_step"] = episode.branch_step
         record = EpisodeRecord(
             episode_id=self._episode_id,
             task_id=getattr(task, "id", None),
-            seed=getattr(episode, "seed", seed),
+            seed=seed if episode is None else episode.seed,
             env=env_info,
             started_at=started,
             metadata=metadata,
@@ -248,8 +263,8 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         self, prompt: Any, action: Any, reward: float | None, discount: float | None, started: float
     ) -> Any:
         # Reward terms come with a reward (the verifier's breakdown); other steps have none.
-        episode = None if reward is None else getattr(self._inner, "episode", None)
-        terms = getattr(episode, "reward_terms", None)
+        episode = None if reward is None else self._seam.episode
+        terms = None if episode is None else episode.reward_terms
         commands = None if self._drain_commands is None else self._drain_commands()
         extra = None
         if action is not None:
@@ -264,9 +279,8 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         episode_id, self._episode_id = self._episode_id, None
         if episode_id is None:
             return
-        inner = self._inner
-        env_episode = episode if episode is not None else getattr(inner, "episode", None)
-        summary = env_episode.to_dict() if hasattr(env_episode, "to_dict") else None
+        env_episode: EpisodeView | None = episode if episode is not None else self._seam.episode
+        summary = None if env_episode is None else env_episode.to_dict()
         error_record = None
         if error is not None:
             tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
@@ -279,7 +293,7 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
             ended_at=time.time(),
             total_reward=self._total if self._any_reward else None,
             error=error_record,
-            truncation=getattr(env_episode, "truncation", None),
+            truncation=None if env_episode is None else env_episode.truncation,
             metadata={"episode": jsonable(summary)} if summary is not None else {},
         )
 
@@ -289,12 +303,12 @@ _IMMUTABLE = (LLMRequest, LLMResponse, str, int, float, bool, bytes, type(None))
 
 def _policy_cost(action: Any, latency_s: float | None) -> dict[str, Any]:
     """What one policy answer cost: time to answer (as the environment saw it), tokens, money."""
-    usage = getattr(action, "usage", None)
+    usage = action.usage if isinstance(action, LLMResponse) else None
     return {
         "latency_s": latency_s,
         "prompt_tokens": None if usage is None else usage.prompt_tokens,
         "completion_tokens": None if usage is None else usage.completion_tokens,
-        "cost_usd": getattr(action, "cost", None),
+        "cost_usd": action.cost if isinstance(action, LLMResponse) else None,
     }
 
 

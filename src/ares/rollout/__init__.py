@@ -9,7 +9,8 @@ from ares.rollout.pool import (
     PoolResult,
     PoolStateError,
 )
-from ares.rollout.runner import EpisodeResult, RunSummary, run_episode, run_episodes
+from ares.rollout.results import EpisodeResult, RunSummary
+from ares.rollout.runner import run_episode, run_episodes
 
 __all__ = [
     "EnvPool",

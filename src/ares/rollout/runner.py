@@ -11,22 +11,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import statistics
 import time
-from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ares import tracing
+from ares.core.closing import AsyncClosable
 from ares.core.environment import Environment
+from ares.core.episodic import EpisodicEnvironment, episodic
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import transition
 from ares.envs.episode import ErrorInfo
 from ares.errors import PolicyError
+from ares.llm.types import LLMResponse
 from ares.policies.base import PolicyFactory
 from ares.records.collecting import TraceLevel, TrajectoryCollectingEnvironment
 from ares.records.collectors import TrajectoryCollector
+from ares.rollout.results import EpisodeResult
 
 #: How long one policy answer may take by default before its episode ends ``errored``.
 DEFAULT_POLICY_TIMEOUT_S = 600.0
@@ -34,202 +36,6 @@ DEFAULT_POLICY_TIMEOUT_S = 600.0
 
 class PolicyTimeoutError(PolicyError):
     """The policy did not answer an observation within the runner's ``policy_timeout_s``."""
-
-
-@dataclass(frozen=True, slots=True)
-class EpisodeResult:
-    """One finished episode: the environment's record plus the runner's timings and accounting.
-
-    ``reward`` is None for an errored episode (it has no score); ``error`` is the episode's error
-    (type, message, traceback) when it has one. ``policy_latencies_s`` are the policy's answer times;
-    tokens and cost are summed from its responses (None when none reported them). ``record`` is the
-    environment's episode dict; empty in what ``run_episodes(keep_records=False)`` returns.
-    """
-
-    index: int
-    task_id: str
-    status: EpisodeStatus
-    reward: float | None
-    steps: int
-    duration_s: float
-    step_latencies_s: tuple[float, ...]
-    record: dict[str, Any] = field(default_factory=dict)
-    group: int | None = None
-    error: dict[str, Any] | None = None
-    exit_reason: str | None = None
-    policy_latencies_s: tuple[float, ...] = ()
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost_usd: float | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.status is EpisodeStatus.FINISHED and (self.reward or 0.0) >= 1.0
-
-    @property
-    def errored(self) -> bool:
-        return self.status is EpisodeStatus.ERRORED
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.record,
-            "index": self.index,
-            "task_id": self.task_id,
-            "status": str(self.status),
-            "reward": self.reward,
-            "steps": self.steps,
-            "passed": self.passed,
-            "group": self.group,
-            "error": self.error,
-            "exit_reason": self.exit_reason,
-            "runner_duration_s": self.duration_s,
-            "step_latencies_s": list(self.step_latencies_s),
-            "policy_latencies_s": list(self.policy_latencies_s),
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": self.cost_usd,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
-        """Rebuild a result written by ``to_dict`` (``ares run --resume`` reads earlier runs)."""
-        own = {
-            "index", "task_id", "status", "reward", "steps", "passed", "runner_duration_s", "group",
-            "step_latencies_s", "policy_latencies_s",
-        }  # fmt: skip
-        return cls(
-            index=int(data["index"]),
-            task_id=str(data["task_id"]),
-            status=EpisodeStatus(data["status"]),
-            reward=data.get("reward"),
-            steps=int(data.get("steps", 0)),
-            duration_s=float(data.get("runner_duration_s", 0.0)),
-            step_latencies_s=tuple(data.get("step_latencies_s", ())),
-            record={k: v for k, v in data.items() if k not in own},
-            group=data.get("group"),
-            error=data.get("error"),
-            exit_reason=data.get("exit_reason"),
-            policy_latencies_s=tuple(data.get("policy_latencies_s", ())),
-            prompt_tokens=data.get("prompt_tokens"),
-            completion_tokens=data.get("completion_tokens"),
-            cost_usd=data.get("cost_usd"),
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorGroup:
-    """Episodes that errored the same way: the error's type and message, how many, and one example."""
-
-    type: str
-    message: str
-    count: int
-    example_index: int
-    example_task_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class GroupStats:
-    """One group of rollouts of a task: its scored episodes' mean reward and pass rate."""
-
-    group: int
-    task_id: str
-    size: int
-    errored: int
-    mean_reward: float | None
-    pass_rate: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunSummary:
-    """A run at a glance. Reward means and pass rates count scored episodes only (not errored);
-    ``errors`` groups the errored ones by cause."""
-
-    episodes: int
-    mean_reward: float
-    pass_rate: float
-    statuses: dict[str, int]
-    mean_steps: float
-    wall_time_s: float
-    p50_step_latency_s: float | None
-    errored: int = 0
-    errors: tuple[ErrorGroup, ...] = ()
-    failed_task_ids: tuple[str, ...] = ()
-    errored_task_ids: tuple[str, ...] = ()
-    p50_policy_latency_s: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost_usd: float | None = None
-    groups: tuple[GroupStats, ...] = ()
-
-    @property
-    def scored(self) -> int:
-        return self.episodes - self.errored
-
-    @classmethod
-    def of(cls, results: Sequence[EpisodeResult], wall_time_s: float) -> RunSummary:
-        n = len(results)
-        scored = [r for r in results if not r.errored]
-        errored = [r for r in results if r.errored]
-        latencies = [x for r in results for x in r.step_latencies_s]
-        policy_latencies = [x for r in results for x in r.policy_latencies_s]
-        return cls(
-            episodes=n,
-            mean_reward=statistics.fmean(r.reward or 0.0 for r in scored) if scored else 0.0,
-            pass_rate=sum(r.passed for r in scored) / len(scored) if scored else 0.0,
-            statuses=dict(Counter(str(r.status) for r in results)),
-            mean_steps=statistics.fmean(r.steps for r in results) if n else 0.0,
-            wall_time_s=wall_time_s,
-            p50_step_latency_s=statistics.median(latencies) if latencies else None,
-            errored=len(errored),
-            errors=_error_groups(errored),
-            failed_task_ids=tuple(dict.fromkeys(r.task_id for r in scored if not r.passed)),
-            errored_task_ids=tuple(dict.fromkeys(r.task_id for r in errored)),
-            p50_policy_latency_s=statistics.median(policy_latencies) if policy_latencies else None,
-            prompt_tokens=_total(r.prompt_tokens for r in results),
-            completion_tokens=_total(r.completion_tokens for r in results),
-            cost_usd=_total(r.cost_usd for r in results),
-            groups=_group_stats(results),
-        )
-
-
-def _total(values: Any) -> Any:
-    """The sum of the known values, None when none is known."""
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def _error_groups(errored: Sequence[EpisodeResult]) -> tuple[ErrorGroup, ...]:
-    by_cause: dict[tuple[str, str], list[EpisodeResult]] = {}
-    for result in errored:
-        error = result.error or {}
-        key = (str(error.get("type") or "unknown"), str(error.get("message") or "no error recorded"))
-        by_cause.setdefault(key, []).append(result)
-    groups = [
-        ErrorGroup(kind, message, len(members), members[0].index, members[0].task_id)
-        for (kind, message), members in by_cause.items()
-    ]
-    return tuple(sorted(groups, key=lambda g: -g.count))
-
-
-def _group_stats(results: Sequence[EpisodeResult]) -> tuple[GroupStats, ...]:
-    members: dict[int, list[EpisodeResult]] = {}
-    for result in results:
-        if result.group is not None:
-            members.setdefault(result.group, []).append(result)
-    stats = []
-    for group, rs in sorted(members.items()):
-        scored = [r for r in rs if not r.errored]
-        stats.append(
-            GroupStats(
-                group=group,
-                task_id=rs[0].task_id,
-                size=len(rs),
-                errored=len(rs) - len(scored),
-                mean_reward=statistics.fmean(r.reward or 0.0 for r in scored) if scored else None,
-                pass_rate=sum(r.passed for r in scored) / len(scored) if scored else None,
-            )
-        )
-    return tuple(stats)
 
 
 async def run_episode(
@@ -245,10 +51,12 @@ async def run_episode(
     flows_in: Sequence[int] = (),
     flows_out: Sequence[int] = (),
 ) -> EpisodeResult:
-    """Play one episode of ``env`` (any Environment; a CodeEnvironment's task and action format are
-    handed to the policy factory) to its end. A policy that raises or exceeds ``policy_timeout_s``
-    ends the episode ``errored`` (result, trajectory and episode record agree); cancellation ends
-    it ``cancelled`` and propagates.
+    """Play one episode of ``env`` to its end. An ``EpisodicEnvironment`` (a CodeEnvironment) hands
+    its task and action format to the policy factory and its episode record to the result; a plain
+    Environment is adapted (``ares.core.episodic``): no task, no record, the TimeSteps alone.
+    A policy that raises or exceeds ``policy_timeout_s`` ends the episode ``errored`` (result,
+    trajectory and episode record agree; the environment stays open, see ``abort``); cancellation
+    ends it ``cancelled`` and propagates.
 
     ``driver`` is what reset/step/abort go through (e.g. a recording wrapper around ``env``).
     The episode is one span on its own trace track; ``flows_in``/``flows_out`` link it to the spans
@@ -258,7 +66,8 @@ async def run_episode(
         "episode", cat="episode", track=f"episode {index}", flows_in=flows_in, flows_out=flows_out,
         index=index, task=str(task), seed=seed,
     ) as span:  # fmt: skip
-        play = _Play(env, driver or env, policy_timeout_s)
+        seam = episodic(env)
+        play = _Play(seam, seam if driver is None else episodic(driver), policy_timeout_s)
         await play.play(lambda: play.drive.reset(seed=seed, task=task), policy_factory)
         result = play.result(index=index, task=task, group=group)
         span.set("status", str(result.status))
@@ -270,7 +79,10 @@ class _Play:
     """One episode being played by a policy: its timings, tokens and outcome."""
 
     def __init__(
-        self, env: Environment[Any, Any], drive: Environment[Any, Any], timeout_s: float | None
+        self,
+        env: EpisodicEnvironment[Any, Any],
+        drive: EpisodicEnvironment[Any, Any],
+        timeout_s: float | None,
     ) -> None:
         self.env, self.drive, self.timeout_s = env, drive, timeout_s
         self.started = time.perf_counter()
@@ -317,14 +129,13 @@ class _Play:
 
     async def fail(self, error: BaseException) -> None:
         self.error = error
-        await _end_with_error(self.drive, error)
+        await asyncio.shield(self.drive.abort(error))  # the episode ends errored; the env stays open
 
     def result(self, *, index: int, task: Any, group: int | None) -> EpisodeResult:
         env, error, timestep = self.env, self.error, self.timestep
-        episode = getattr(env, "episode", None)
-        record = episode.to_dict() if hasattr(episode, "to_dict") else {}
-        raw_status = getattr(episode, "status", None)
-        status = EpisodeStatus(raw_status) if raw_status is not None else EpisodeStatus.RUNNING
+        episode = env.episode
+        record = {} if episode is None else episode.to_dict()
+        status = EpisodeStatus.RUNNING if episode is None else EpisodeStatus(episode.status)
         error_dict = record.get("error")
         if error is not None:
             status = EpisodeStatus.ERRORED
@@ -335,7 +146,7 @@ class _Play:
         if status is EpisodeStatus.RUNNING:  # an environment without an episode record of its own
             ended = timestep is not None and timestep.last()
             status = EpisodeStatus.FINISHED if ended else EpisodeStatus.ERRORED
-        reward = None if status is EpisodeStatus.ERRORED else getattr(episode, "reward", None)
+        reward = None if status is EpisodeStatus.ERRORED or episode is None else episode.reward
         if reward is None and status is not EpisodeStatus.ERRORED and timestep is not None:
             reward = timestep.reward
         return EpisodeResult(
@@ -343,13 +154,13 @@ class _Play:
             task_id=_task_id(env, task),
             status=status,
             reward=reward,
-            steps=int(getattr(episode, "steps", len(self.latencies))),
+            steps=len(self.latencies) if episode is None else episode.steps,
             duration_s=time.perf_counter() - self.started,
             step_latencies_s=tuple(self.latencies),
             record=record,
             group=group,
             error=error_dict if status is EpisodeStatus.ERRORED else None,
-            exit_reason=getattr(episode, "exit_reason", None),
+            exit_reason=None if episode is None else episode.exit_reason,
             policy_latencies_s=tuple(self.policy_latencies),
             prompt_tokens=self.tokens.prompt,
             completion_tokens=self.tokens.completion,
@@ -357,16 +168,15 @@ class _Play:
         )
 
 
-def _policy(policy_factory: PolicyFactory, env: Environment[Any, Any]) -> Any:
-    return policy_factory(getattr(env, "task", None), getattr(env, "action_format", None))
+def _policy(policy_factory: PolicyFactory, env: EpisodicEnvironment[Any, Any]) -> Any:
+    return policy_factory(env.task, env.action_format)  # type: ignore[arg-type]
 
 
 async def _close_policy(policy: Any) -> None:
     """Release what an episode's policy holds elsewhere (e.g. its session on a shared policy server)."""
-    closer = getattr(policy, "aclose", None)
-    if callable(closer):
+    if isinstance(policy, AsyncClosable):
         with contextlib.suppress(Exception):
-            await closer()
+            await policy.aclose()
 
 
 async def run_branched_group(
@@ -388,7 +198,7 @@ async def run_branched_group(
     fresh policy from ``policy_factory`` (stateless policies such as an LLM's see exactly the shared
     prefix). The prefix episode is recorded as the branches' parent; one result per branch (or the
     prefix's own result, if it ended before ``branch_at``)."""
-    env = make_env()
+    env = episodic(make_env())
     level: TraceLevel = trace if collector is not None else "off"
     driver = TrajectoryCollectingEnvironment(env, collector, trace=level)
     driver.group_id = f"g{group}"
@@ -396,7 +206,8 @@ async def run_branched_group(
     prefix_policy = None
 
     def prefix_done() -> bool:
-        return int(getattr(getattr(env, "episode", None), "steps", 0)) >= branch_at
+        episode = env.episode
+        return episode is not None and episode.steps >= branch_at
 
     try:
         timestep = await driver.reset(seed=seed, task=task)
@@ -420,23 +231,37 @@ async def run_branched_group(
     await driver.abort()  # the prefix is the branches' parent, not a rollout of its own
     await driver.close()
 
-    async def branch_play(i: int, branch: TrajectoryCollectingEnvironment) -> EpisodeResult:
-        inner = branch.unwrapped
-        index = first_index + i
-        with tracing.span("episode", cat="episode", track=f"episode {index}", index=index, branch=i) as span:
-            play = _Play(inner, branch, policy_timeout_s)
+    plays = (
+        _play_branch(b, policy_factory, index=first_index + i, branch=i, task=task, group=group,
+                     policy_timeout_s=policy_timeout_s)
+        for i, b in enumerate(branches)
+    )  # fmt: skip
+    return list(await asyncio.gather(*plays))
 
-            async def here() -> Any:  # a branch starts where the fork left it
-                return transition(inner.observation)  # type: ignore[attr-defined]
 
-            await play.play(here, policy_factory)
-            result = play.result(index=index, task=task, group=group)
-            span.set("status", str(result.status))
-            span.set("reward", result.reward)
-        await branch.close()
-        return result
+async def _play_branch(
+    env: TrajectoryCollectingEnvironment,
+    policy_factory: PolicyFactory,
+    *,
+    index: int,
+    branch: int,
+    task: Any,
+    group: int,
+    policy_timeout_s: float | None,
+) -> EpisodeResult:
+    """Play a fork from the step it was forked at to its end, with a fresh policy; then close it."""
+    with tracing.span("episode", cat="episode", track=f"episode {index}", index=index, branch=branch) as span:
+        play = _Play(env, env, policy_timeout_s)
 
-    return list(await asyncio.gather(*(branch_play(i, b) for i, b in enumerate(branches))))
+        async def here() -> Any:  # a branch starts where the fork left it
+            return transition(env.observation)
+
+        await play.play(here, policy_factory)
+        result = play.result(index=index, task=task, group=group)
+        span.set("status", str(result.status))
+        span.set("reward", result.reward)
+    await env.close()
+    return result
 
 
 class _Tokens:
@@ -450,31 +275,26 @@ class _Tokens:
         self.cost: float | None = None
 
     def add(self, action: Any) -> None:
-        usage = getattr(action, "usage", None)
+        """Count an answer's usage and cost: actions are LLMResponses (the one action type that
+        reports them); any other action counts nothing."""
+        if not isinstance(action, LLMResponse):
+            return
+        usage, cost = action.usage, action.cost
         if usage is not None:
             self.prompt = (self.prompt or 0) + usage.prompt_tokens
             self.completion = (self.completion or 0) + usage.completion_tokens
-        cost = getattr(action, "cost", None)
         if cost is not None:
             self.cost = (self.cost or 0.0) + cost
 
 
-async def _end_with_error(drive: Environment[Any, Any], error: BaseException) -> None:
-    """End the episode as errored where the environment can say so; otherwise close it."""
-    abort = getattr(drive, "abort", None)
-    if callable(abort):
-        await asyncio.shield(abort(error))
-    else:
-        await asyncio.shield(drive.close())
-
-
-def _task_id(env: Environment[Any, Any], task: Any) -> str:
-    current = getattr(env, "task", None)
-    if current is not None and getattr(current, "id", None) is not None:
-        return str(current.id)
-    tasks = getattr(env, "tasks", None)
-    if isinstance(task, int) and tasks is not None and 0 <= task < len(tasks):
-        return str(getattr(tasks[task], "id", task))
+def _task_id(env: EpisodicEnvironment[Any, Any], task: Any) -> str:
+    """The episode's task id: the environment's current task, else the one ``task`` indexes, else
+    ``task`` itself (a plain environment's selector)."""
+    if env.task is not None:
+        return str(env.task.id)
+    tasks = env.tasks
+    if isinstance(task, int) and 0 <= task < len(tasks):
+        return str(tasks[task].id)
     return str(task)
 
 
@@ -517,19 +337,43 @@ async def run_episodes(
         )  # fmt: skip
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
+    return await _run_flat(
+        make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed, keep=keep,
+        collector=collector, trace=trace, skip=skip, group_size=group_size,
+        policy_timeout_s=policy_timeout_s, num_tasks=num_tasks,
+    )  # fmt: skip
+
+
+async def _run_flat(
+    make_env: Callable[[], Environment[Any, Any]],
+    policy_factory: PolicyFactory,
+    *,
+    episodes: int,
+    concurrency: int,
+    seed: int,
+    keep: Callable[[EpisodeResult], EpisodeResult],
+    collector: TrajectoryCollector | None,
+    trace: TraceLevel,
+    skip: Collection[int],
+    group_size: int,
+    policy_timeout_s: float | None,
+    num_tasks: int | None,
+) -> list[EpisodeResult]:
+    """``run_episodes`` one episode at a time per worker: each worker keeps its environment (and its
+    recording wrapper) from one episode to the next, and takes a fresh one when a failure closed it."""
     skipped = frozenset(skip)
     pending = iter([i for i in range(episodes) if i not in skipped])
     results: list[EpisodeResult] = []
     to_run = episodes - len(skipped & set(range(episodes)))
 
-    def fresh() -> tuple[Environment[Any, Any], TrajectoryCollectingEnvironment]:
-        env = make_env()
+    def fresh() -> tuple[EpisodicEnvironment[Any, Any], TrajectoryCollectingEnvironment]:
+        env = episodic(make_env())
         level: TraceLevel = trace if collector is not None else "off"  # nothing to keep traces for
         return env, TrajectoryCollectingEnvironment(env, collector, trace=level)
 
     async def worker() -> None:
         env, driver = fresh()
-        count = num_tasks or len(getattr(env, "tasks", ())) or 1
+        count = num_tasks or len(env.tasks) or 1
         try:
             for index in pending:
                 group = index // group_size
@@ -540,7 +384,7 @@ async def run_episodes(
                     group=None if group_size == 1 else group, policy_timeout_s=policy_timeout_s,
                 )  # fmt: skip
                 results.append(keep(result))
-                if getattr(env, "closed", False):  # a failure closed it; keep going with a fresh one
+                if env.closed:  # a failure closed it; keep going with a fresh one
                     env, driver = fresh()
         finally:
             with contextlib.suppress(Exception):
@@ -586,8 +430,8 @@ async def _run_branched(
     """``run_episodes`` with shared-prefix groups: about ``concurrency`` episodes at once."""
     if branch_at < 0:
         raise ValueError(f"branch_at must be >= 0, got {branch_at}")
-    probe = make_env()
-    count = num_tasks or len(getattr(probe, "tasks", ())) or 1
+    probe = episodic(make_env())
+    count = num_tasks or len(probe.tasks) or 1
     await probe.close()
     skipped = frozenset(skip)
     groups = [g for g in range((episodes + group_size - 1) // group_size) if g * group_size not in skipped]

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ares.errors import AresError
-from ares.rollout.runner import EpisodeResult, RunSummary
+from ares.rollout.results import EpisodeResult, RunSummary
 
 
 class TrackingError(AresError):

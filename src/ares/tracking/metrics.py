@@ -1,7 +1,7 @@
 """Flat metrics from episode results and run summaries, the same for every tracker sink.
 
 Pure functions, no I/O. Reward means and pass rates count scored episodes only (errored episodes
-have no score), as in :class:`~ares.rollout.runner.RunSummary`; status counts cover every terminal
+have no score), as in :class:`~ares.rollout.results.RunSummary`; status counts cover every terminal
 status (zeros included), so the keys are the same from one run to the next and runs compare.
 Percentiles interpolate linearly between the closest ranks (numpy's default), so p50 is the median.
 """
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ares.core.status import EpisodeStatus
-from ares.rollout.runner import EpisodeResult, RunSummary
+from ares.rollout.results import EpisodeResult, RunSummary
 
 #: Latency percentiles reported for steps and policy answers.
 PERCENTILES = (50, 95, 99)

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ares.rollout.runner import EpisodeResult, RunSummary
+from ares.rollout.results import EpisodeResult, RunSummary
 from ares.tracking.base import TrackingError
 from ares.tracking.metrics import as_scalars, episode_metrics, flat_metrics, group_metrics, group_task_ids
 

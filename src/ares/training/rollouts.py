@@ -16,7 +16,8 @@ from typing import Any
 from ares.core.environment import Environment
 from ares.policies.base import PolicyFactory
 from ares.records.collectors import MemoryCollector
-from ares.rollout.runner import EpisodeResult, run_episodes
+from ares.rollout.results import EpisodeResult
+from ares.rollout.runner import run_episodes
 from ares.training.sequences import TokenSequence, token_sequences
 
 

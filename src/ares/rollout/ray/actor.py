@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ares import tracing
+from ares.core.closing import AsyncClosable
 from ares.core.environment import Environment
+from ares.core.episodic import EpisodicEnvironment, episodic
 from ares.records.collecting import TrajectoryCollectingEnvironment
 from ares.rollout.ray.buffer import BufferCollector
 from ares.rollout.ray.work import Played, RunConfig, Work
@@ -24,7 +26,7 @@ from ares.rollout.runner import run_branched_group, run_episode
 
 @dataclass(slots=True)
 class _Slot:
-    env: Environment[Any, Any]
+    env: EpisodicEnvironment[Any, Any]
     driver: TrajectoryCollectingEnvironment
     buffer: BufferCollector
 
@@ -45,17 +47,17 @@ class EpisodeActor:
         self._name = name
         self._runs: dict[str, RunConfig] = {}
         self._idle: dict[tuple[bool, str], list[_Slot]] = {}
-        self._spare: Environment[Any, Any] | None = None
+        self._spare: EpisodicEnvironment[Any, Any] | None = None
 
     async def ready(self) -> ActorInfo:
         """Build a first environment (kept for the first episode) and say who and where we are."""
-        self._spare = self._make_env()
+        self._spare = spare = episodic(self._make_env())
         node = ""
         with contextlib.suppress(Exception):
             import ray
 
             node = ray.get_runtime_context().get_node_id()
-        return ActorInfo(self._name, os.getpid(), node, len(getattr(self._spare, "tasks", ())) or 1)
+        return ActorInfo(self._name, os.getpid(), node, len(spare.tasks) or 1)
 
     async def begin_run(self, config: RunConfig) -> None:
         self._runs[config.run_id] = config
@@ -65,10 +67,9 @@ class EpisodeActor:
     async def end_run(self, run_id: str) -> None:
         """Forget the run and release what its policy factory holds (e.g. an HTTP pool)."""
         config = self._runs.pop(run_id, None)
-        closer = getattr(config.policy_factory, "aclose", None) if config is not None else None
-        if callable(closer):
+        if config is not None and isinstance(config.policy_factory, AsyncClosable):
             with contextlib.suppress(Exception):
-                await closer()
+                await config.policy_factory.aclose()
 
     async def play(self, work: Work) -> Played:
         config = self._runs.get(work.run_id)
@@ -91,7 +92,7 @@ class EpisodeActor:
             await _close_quietly(slot.driver)
             raise
         events = tuple(slot.buffer.take())
-        if getattr(slot.env, "closed", False):  # a failure closed it; the next episode gets a fresh one
+        if slot.env.closed:  # a failure closed it; the next episode gets a fresh one
             await _close_quietly(slot.driver)
         else:
             idle.append(slot)
@@ -136,7 +137,9 @@ class EpisodeActor:
                 env_closer()
 
     def _fresh(self, config: RunConfig) -> _Slot:
-        env, self._spare = (self._spare, None) if self._spare is not None else (self._make_env(), None)
+        env, self._spare = (
+            (self._spare, None) if self._spare is not None else (episodic(self._make_env()), None)
+        )
         buffer = BufferCollector()
         collector = buffer if config.record else None
         level = config.trace if config.record else "off"

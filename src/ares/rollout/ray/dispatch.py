@@ -25,7 +25,7 @@ from ares.records.model import EpisodeRecord, ErrorRecord
 from ares.rollout.ray.buffer import replay
 from ares.rollout.ray.fleet import Fleet, RayRunError, cause, first_line
 from ares.rollout.ray.work import Played, Work
-from ares.rollout.runner import EpisodeResult
+from ares.rollout.results import EpisodeResult
 
 
 def plan(

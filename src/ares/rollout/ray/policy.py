@@ -17,6 +17,7 @@ from typing import Any
 
 from ares import tracing
 from ares.agents.base import ActionFormat
+from ares.core.closing import AsyncClosable
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.policies.base import Policy, PolicyFactory
 from ares.rollout.ray.work import tracing_level
@@ -75,9 +76,8 @@ class PolicyServer:
 
     async def shutdown(self) -> None:
         self._sessions.clear()
-        closer = getattr(self._factory, "aclose", None)
-        if callable(closer):
-            await closer()
+        if isinstance(self._factory, AsyncClosable):
+            await self._factory.aclose()
 
 
 @dataclass(slots=True)

@@ -27,7 +27,8 @@ from ares.records.collectors import TrajectoryCollector
 from ares.rollout.ray.dispatch import Results, dispatch, plan
 from ares.rollout.ray.fleet import Fleet, ray
 from ares.rollout.ray.work import RunConfig, tracing_level
-from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, EpisodeResult
+from ares.rollout.results import EpisodeResult
+from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S
 
 #: How long a new actor may take to be placed and build its first environment.
 DEFAULT_ACTOR_START_TIMEOUT_S = 300.0

@@ -8,7 +8,7 @@ from typing import Any
 from ares import tracing
 from ares.records.collecting import TraceLevel
 from ares.rollout.ray.buffer import RecordEvent
-from ares.rollout.runner import EpisodeResult
+from ares.rollout.results import EpisodeResult
 
 
 def tracing_level() -> str:

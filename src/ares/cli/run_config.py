@@ -1,0 +1,193 @@
+"""RunConfig: one ``ares run`` as checked values, built from its flags before anything is loaded.
+
+A ``RunConfig`` that exists is consistent: each mistake that needs no loading (an unknown name, an
+option that does not apply, a bad value, a missing file or key) is refused as it is built, with
+one ``error:`` line and exit code 2 (``ares.cli.common.fail``). What the flags imply (the policy's
+and the preset's options, the policy timeout, the output directory) is derived here, in one place.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ares.cli.common import fail
+from ares.errors import AresError
+from ares.policies import API_POLICIES, LOCAL_OPTIONS, LOCAL_POLICY, POLICY_NAMES, split_policy
+from ares.registry import Preset, get_preset, list_presets
+from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S
+from ares.tasks.model import VERIFIER_MODES
+from ares.tracking import TrackingError, TrackSpec, parse_track_spec
+
+TRACE_LEVELS = ("off", "basic", "full")
+SPAN_LEVELS = ("basic", "full")
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """The flags of ``ares run`` (one field each, named as in ``run()``), checked when built."""
+
+    preset: str
+    policy: str = "oracle"
+    episodes: int | None = None
+    concurrency: int = 8
+    seed: int = 0
+    out: Path | None = None
+    tasks: str | None = None
+    shard: str | None = None
+    step_limit: int = 100
+    context_limit: int | None = None
+    group_size: int = 1
+    path: Path | None = None
+    verifier_mode: str | None = None
+    script: Path | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    timeout: float | None = None
+    policy_timeout: float | None = None
+    warm_pool: int = 0
+    sandbox: str = "local"
+    trace: str = "basic"
+    resume: bool = False
+    allow_errors: bool = False
+    use_ray: bool = False
+    ray_address: str | None = None
+    ray_actors: int | None = None
+    retries: int = 0
+    trace_file: Path | None = None
+    span_level: str = "basic"
+    track: list[str] | None = None
+    #: ``track`` parsed (not a flag of its own).
+    track_specs: tuple[TrackSpec, ...] = field(init=False, default=())
+
+    def __post_init__(self) -> None:
+        spec = _preset(self.preset)
+        self._check_policy()
+        self._check_preset_options(spec)
+        if self.script is not None and self.policy != "scripted":
+            raise fail(f"--script applies to --policy scripted only, not {self.policy!r}")
+        if self.policy == "scripted" and self.script is None:
+            raise fail("--policy scripted needs --script FILE.jsonl (one response per line)")
+        self._check_api_options()
+        if self.trace not in TRACE_LEVELS:
+            raise fail(f"--trace must be one of: {', '.join(TRACE_LEVELS)}; got {self.trace!r}")
+        name = self.api_key_env
+        if name is not None and not os.environ.get(name):
+            raise fail(f"--api-key-env {name}: ${name} is not set (or empty); export {name}=YOUR_KEY")
+        if self.resume and self.out is None:
+            raise fail("--resume needs --out DIR (the run to resume)")
+        if not self.use_ray and (self.ray_actors is not None or self.retries or self.ray_address is not None):
+            raise fail("--ray-address, --ray-actors and --retries go with --ray")
+        if self.span_level not in SPAN_LEVELS:
+            raise fail(f"--span-level must be basic or full, not {self.span_level!r}")
+        try:
+            specs = tuple(parse_track_spec(spec) for spec in self.track or ())
+        except TrackingError as exc:
+            raise fail(str(exc)) from None
+        object.__setattr__(self, "track_specs", specs)  # frozen: set once, as it is built
+
+    # ------------------------------------------------------------------ checks
+    def _check_policy(self) -> None:
+        try:
+            base = split_policy(self.policy)[0]
+        except AresError as exc:
+            raise fail(str(exc)) from None
+        if base not in POLICY_NAMES:
+            raise fail(
+                f"unknown policy {self.policy!r}; choose one of: {', '.join(POLICY_NAMES)}"
+                " (or local:PATH.gguf)"
+            )
+
+    def _check_preset_options(self, spec: Preset) -> None:
+        if self.path is not None and "path" not in spec.options:
+            owners = [p.name for p in list_presets() if "path" in p.options]
+            which = f"the {owners[0]} preset" if len(owners) == 1 else f"the presets {', '.join(owners)}"
+            raise fail(f"--path applies to {which} only, not {self.preset!r}")
+        if self.verifier_mode is not None and self.verifier_mode not in VERIFIER_MODES:
+            raise fail(
+                f"--verifier-mode must be one of: {', '.join(VERIFIER_MODES)}; got {self.verifier_mode!r}"
+            )
+        if "path" in spec.options and self.path is None:
+            raise fail(f"the {self.preset} preset needs a dataset directory: --path DIR")
+        if self.path is not None and not self.path.is_dir():
+            raise fail(f"--path {self.path} is not a directory (a Harbor dataset dir or a task dir)")
+
+    def _check_api_options(self) -> None:
+        """The API policies' flags go with an API policy (the local policy takes two of them)."""
+        given = [flag for flag, value in self.api_flags.items() if value is not None]
+        if split_policy(self.policy)[0] == LOCAL_POLICY:
+            given = [flag for flag in given if flag.removeprefix("--").replace("-", "_") not in LOCAL_OPTIONS]
+        if given and self.policy not in API_POLICIES:
+            verb = "applies" if len(given) == 1 else "apply"
+            others = ", ".join(API_POLICIES[1:])
+            raise fail(f"{', '.join(given)} {verb} to --policy openai only (and the SDK policies {others})")
+
+    # ------------------------------------------------------------------ what the flags imply
+    @property
+    def api_flags(self) -> dict[str, Any]:
+        return {
+            "--model": self.model, "--base-url": self.base_url, "--api-key-env": self.api_key_env,
+            "--max-tokens": self.max_tokens, "--temperature": self.temperature, "--timeout": self.timeout,
+        }  # fmt: skip
+
+    @property
+    def preset_options(self) -> dict[str, Any]:
+        """The options for ``make(preset, **them)`` that were given: the preset's own (``path``) and
+        ``verifier_mode``, which ``make`` applies to every preset's tasks."""
+        given = {"path": self.path, "verifier_mode": self.verifier_mode}
+        return {name: value for name, value in given.items() if value is not None}
+
+    @property
+    def policy_options(self) -> dict[str, Any]:
+        """``make_policy(policy, **them)``: the options the chosen policy takes that were given."""
+        if split_policy(self.policy)[0] == LOCAL_POLICY:
+            names = {"max_tokens": self.max_tokens, "temperature": self.temperature}
+            return {k: v for k, v in names.items() if k in LOCAL_OPTIONS and v is not None}
+        if self.policy in API_POLICIES:
+            names = {"model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env}
+            names |= {
+                "max_tokens": self.max_tokens,
+                "temperature": self.temperature,
+                "timeout_s": self.timeout,
+            }
+            return {k: v for k, v in names.items() if v is not None}
+        return {"script": self.script} if self.script is not None else {}
+
+    @property
+    def policy_timeout_s(self) -> float | None:
+        """Seconds one policy answer may take (None: no limit); by default 4 x --timeout if longer."""
+        chosen = self.policy_timeout
+        if chosen is None:
+            chosen = max(DEFAULT_POLICY_TIMEOUT_S, 4 * (self.timeout or 0.0))
+        return chosen or None
+
+    def total_episodes(self, task_count: int) -> int:
+        """``-n``, or one group per task; groups are whole."""
+        total = self.episodes if self.episodes is not None else task_count * self.group_size
+        if total % self.group_size:
+            raise fail(f"-n {total} is not a multiple of --group-size {self.group_size} (groups are whole)")
+        return total
+
+    def out_dir(self) -> Path:
+        """``--out``, or a new directory under runs/ named after the preset, policy and time."""
+        if self.out is not None:
+            return self.out
+        return Path("runs") / f"{self.preset}-{split_policy(self.policy)[0]}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+    def tracker_config(self, episodes: int, out_dir: Path) -> dict[str, Any]:
+        """What trackers are told about the run."""
+        return {"preset": self.preset, "policy": self.policy, "seed": self.seed, "episodes": episodes,
+                "out": str(out_dir)}  # fmt: skip
+
+
+def _preset(name: str) -> Preset:
+    try:
+        return get_preset(name)
+    except AresError as exc:
+        raise fail(str(exc)) from None
