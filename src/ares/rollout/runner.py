@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ares import tracing
@@ -328,71 +328,71 @@ async def run_episodes(
     whole): a long run then holds a few hundred bytes per episode, not its episode dict (verifier
     output, tracebacks) — for callers that store or stream each result as it comes.
     """
-    keep = _keeper(on_result, keep_records)
+    plan = _Plan(
+        make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed,
+        keep=_keeper(on_result, keep_records), collector=collector, trace=trace, skip=frozenset(skip),
+        group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks,
+    )  # fmt: skip
     if branch_at is not None:
-        return await _run_branched(
-            make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed,
-            keep=keep, collector=collector, trace=trace, skip=skip, group_size=group_size,
-            policy_timeout_s=policy_timeout_s, num_tasks=num_tasks, branch_at=branch_at,
-        )  # fmt: skip
+        return await _run_branched(plan, branch_at)
     if group_size < 1:
         raise ValueError(f"group_size must be >= 1, got {group_size}")
-    return await _run_flat(
-        make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed, keep=keep,
-        collector=collector, trace=trace, skip=skip, group_size=group_size,
-        policy_timeout_s=policy_timeout_s, num_tasks=num_tasks,
-    )  # fmt: skip
+    return await _run_flat(plan)
 
 
-async def _run_flat(
-    make_env: Callable[[], Environment[Any, Any]],
-    policy_factory: PolicyFactory,
-    *,
-    episodes: int,
-    concurrency: int,
-    seed: int,
-    keep: Callable[[EpisodeResult], EpisodeResult],
-    collector: TrajectoryCollector | None,
-    trace: TraceLevel,
-    skip: Collection[int],
-    group_size: int,
-    policy_timeout_s: float | None,
-    num_tasks: int | None,
-) -> list[EpisodeResult]:
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """One ``run_episodes`` call's arguments, as the flat and the branched runs read them."""
+
+    make_env: Callable[[], Environment[Any, Any]]
+    policy_factory: PolicyFactory
+    episodes: int
+    concurrency: int
+    seed: int
+    keep: Callable[[EpisodeResult], EpisodeResult]
+    collector: TrajectoryCollector | None
+    trace: TraceLevel
+    skip: frozenset[int]
+    group_size: int
+    policy_timeout_s: float | None
+    num_tasks: int | None
+
+
+async def _run_flat(plan: _Plan) -> list[EpisodeResult]:
     """``run_episodes`` one episode at a time per worker: each worker keeps its environment (and its
     recording wrapper) from one episode to the next, and takes a fresh one when a failure closed it."""
-    skipped = frozenset(skip)
-    pending = iter([i for i in range(episodes) if i not in skipped])
+    pending = iter([i for i in range(plan.episodes) if i not in plan.skip])
     results: list[EpisodeResult] = []
-    to_run = episodes - len(skipped & set(range(episodes)))
+    to_run = plan.episodes - len(plan.skip & set(range(plan.episodes)))
+    k = plan.group_size
 
     def fresh() -> tuple[EpisodicEnvironment[Any, Any], TrajectoryCollectingEnvironment]:
-        env = episodic(make_env())
-        level: TraceLevel = trace if collector is not None else "off"  # nothing to keep traces for
-        return env, TrajectoryCollectingEnvironment(env, collector, trace=level)
+        env = episodic(plan.make_env())
+        level: TraceLevel = plan.trace if plan.collector is not None else "off"  # no traces to keep
+        return env, TrajectoryCollectingEnvironment(env, plan.collector, trace=level)
 
     async def worker() -> None:
         env, driver = fresh()
-        count = num_tasks or len(env.tasks) or 1
+        count = plan.num_tasks or len(env.tasks) or 1
         try:
             for index in pending:
-                group = index // group_size
-                driver.group_id = None if group_size == 1 else f"g{group}"
+                group = index // k
+                driver.group_id = None if k == 1 else f"g{group}"
                 driver.episode_index = index
                 result = await run_episode(
-                    env, policy_factory, index=index, task=group % count, seed=seed + index, driver=driver,
-                    group=None if group_size == 1 else group, policy_timeout_s=policy_timeout_s,
+                    env, plan.policy_factory, index=index, task=group % count, seed=plan.seed + index,
+                    driver=driver, group=None if k == 1 else group, policy_timeout_s=plan.policy_timeout_s,
                 )  # fmt: skip
-                results.append(keep(result))
+                results.append(plan.keep(result))
                 if env.closed:  # a failure closed it; keep going with a fresh one
                     env, driver = fresh()
         finally:
             with contextlib.suppress(Exception):
                 await driver.close()
 
-    with tracing.span("run", cat="run", track="runner", episodes=episodes, concurrency=concurrency):
+    with tracing.span("run", cat="run", track="runner", episodes=plan.episodes, concurrency=plan.concurrency):
         async with asyncio.TaskGroup() as group_tasks:
-            for _ in range(max(1, min(concurrency, to_run))):
+            for _ in range(max(1, min(plan.concurrency, to_run))):
                 group_tasks.create_task(worker())
     return sorted(results, key=lambda r: r.index)
 
@@ -411,45 +411,30 @@ def _keeper(
     return keep
 
 
-async def _run_branched(
-    make_env: Callable[[], Environment[Any, Any]],
-    policy_factory: PolicyFactory,
-    *,
-    episodes: int,
-    concurrency: int,
-    seed: int,
-    keep: Callable[[EpisodeResult], EpisodeResult],
-    collector: TrajectoryCollector | None,
-    trace: TraceLevel,
-    skip: Collection[int],
-    group_size: int,
-    policy_timeout_s: float | None,
-    num_tasks: int | None,
-    branch_at: int,
-) -> list[EpisodeResult]:
+async def _run_branched(plan: _Plan, branch_at: int) -> list[EpisodeResult]:
     """``run_episodes`` with shared-prefix groups: about ``concurrency`` episodes at once."""
     if branch_at < 0:
         raise ValueError(f"branch_at must be >= 0, got {branch_at}")
-    probe = episodic(make_env())
-    count = num_tasks or len(probe.tasks) or 1
+    probe = episodic(plan.make_env())
+    count = plan.num_tasks or len(probe.tasks) or 1
     await probe.close()
-    skipped = frozenset(skip)
-    groups = [g for g in range((episodes + group_size - 1) // group_size) if g * group_size not in skipped]
-    limit = asyncio.Semaphore(max(1, concurrency // group_size))
+    k = plan.group_size
+    groups = [g for g in range((plan.episodes + k - 1) // k) if g * k not in plan.skip]
+    limit = asyncio.Semaphore(max(1, plan.concurrency // k))
     results: list[EpisodeResult] = []
 
     async def one(group: int) -> None:
         async with limit:
-            size = min(group_size, episodes - group * group_size)
+            size = min(k, plan.episodes - group * k)
             with tracing.span("group", cat="episode", track=f"group {group}", group=group):
                 done = await run_branched_group(
-                    make_env, policy_factory, group=group, size=size, branch_at=branch_at,
-                    first_index=group * group_size, task=group % count, seed=seed + group * group_size,
-                    collector=collector, trace=trace, policy_timeout_s=policy_timeout_s,
+                    plan.make_env, plan.policy_factory, group=group, size=size, branch_at=branch_at,
+                    first_index=group * k, task=group % count, seed=plan.seed + group * k,
+                    collector=plan.collector, trace=plan.trace, policy_timeout_s=plan.policy_timeout_s,
                 )  # fmt: skip
-        results.extend(keep(result) for result in done)
+        results.extend(plan.keep(result) for result in done)
 
-    with tracing.span("run", cat="run", track="runner", episodes=episodes, branch_at=branch_at):
+    with tracing.span("run", cat="run", track="runner", episodes=plan.episodes, branch_at=branch_at):
         async with asyncio.TaskGroup() as tasks:
             for group in groups:
                 tasks.create_task(one(group))
