@@ -12,8 +12,9 @@ stdlib's own format needs no import, where json would pull in ``re`` and cost ev
                                              init -> host  {"stage": "forked", "pid": <host pid of pid 1>}
                                              init -> host  {"stage": "ready", "shell": ...}
   host -> init   {"op": "exec", ...} + fds [reply socket, stdin memfd?]
-A forked "shepherd" runs each command and answers on its own reply socket: a 4-byte length, a JSON
-header (marshal), then stdout and stderr bytes. Closing the control socket ends the sandbox.
+A forked "shepherd" runs each command and answers on its own reply socket: a 4-byte length, a header
+dict, then stdout and stderr bytes. Closing the control socket ends the sandbox. ``Wire`` frames all
+of it (``channel.py`` is the host's end; a test checks that both name the same keys).
 
 The host puts the init in the sandbox's cgroups before pid 1 exists (so every process is limited),
 with oom_score_adj -1000 inherited by pid 1 and the shepherds; commands get 500. Pid 1 keeps signals
@@ -96,20 +97,65 @@ def mount(src: str | None, target: str, fstype: str | None, flags: int = 0, data
     check(libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
-def send(sock: socket.socket, msg: dict) -> None:
-    sock.send(marshal.dumps(msg))
+class Wire:
+    """This end of the host's wire protocol (``channel.py`` is the host's): marshal dicts on the
+    control socket, and a command's reply frame (a 4-byte length, a header, stdout, stderr)."""
 
+    OP, STAGE, ERROR = "op", "stage", "error"
+    OP_FDS, OP_MAPPED, OP_LIMITED = "fds", "mapped", "limited"
+    STAGE_UNSHARED, STAGE_FORKED, STAGE_READY, STAGE_ERROR = "unshared", "forked", "ready", "error"
+    EXIT_CODE, TIMED_OUT, DURATION_S = "exit_code", "timed_out", "duration_s"
+    STDOUT_LEN, STDERR_LEN, OUTPUT_DROPPED = "stdout_len", "stderr_len", "output_dropped"
+    LENGTH = struct.Struct("!I")
 
-def recv(sock: socket.socket, fds: list[int]) -> dict:
-    """The next message that is not an fd batch; fd batches are appended to ``fds``."""
-    while True:
-        data, got, _, _ = socket.recv_fds(sock, 1 << 20, 250)
-        if not data:
-            raise EOFError("host closed the control socket")
-        msg = marshal.loads(data)
-        if msg.get("op") != "fds":
-            return msg
-        fds.extend(got)
+    encode = staticmethod(marshal.dumps)
+    decode = staticmethod(marshal.loads)
+
+    @classmethod
+    def send(cls, sock: socket.socket, msg: dict) -> None:
+        sock.send(cls.encode(msg))
+
+    @classmethod
+    def stage(cls, sock: socket.socket, stage: str, **fields: object) -> None:
+        """Tell the host how far start-up got."""
+        cls.send(sock, {cls.STAGE: stage, **fields})
+
+    @classmethod
+    def recv(cls, sock: socket.socket, fds: list[int]) -> dict:
+        """The next message that is not an fd batch; fd batches are appended to ``fds``."""
+        while True:
+            data, got, _, _ = socket.recv_fds(sock, 1 << 20, 250)
+            if not data:
+                raise EOFError("host closed the control socket")
+            msg = cls.decode(data)
+            if msg.get(cls.OP) != cls.OP_FDS:
+                return msg
+            fds.extend(got)
+
+    @classmethod
+    def frame(cls, header: dict, stdout: bytes = b"", stderr: bytes = b"") -> bytes:
+        data = cls.encode(header)
+        return cls.LENGTH.pack(len(data)) + data + stdout + stderr
+
+    @classmethod
+    def result(
+        cls, exit_code: int, timed_out: bool, duration_s: float, out: bytes, err: bytes, dropped: int = 0
+    ) -> bytes:
+        """The reply frame of a command that ran (or failed to start, exit code 126)."""
+        header = {
+            cls.EXIT_CODE: exit_code,
+            cls.TIMED_OUT: timed_out,
+            cls.DURATION_S: duration_s,
+            cls.STDOUT_LEN: len(out),
+            cls.STDERR_LEN: len(err),
+            cls.OUTPUT_DROPPED: dropped,
+        }
+        return cls.frame(header, out, err)
+
+    @classmethod
+    def error(cls, message: str) -> bytes:
+        """The reply frame of a shepherd that could not run its command at all."""
+        return cls.frame({cls.ERROR: message})
 
 
 # ---------------------------------------------------------------------- filesystem (outer init)
@@ -472,17 +518,9 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
     stderr, err_dropped = captures[err_r].value()
     if problem is not None:
         stderr += problem.encode()
-    header = marshal.dumps(
-        {
-            "exit_code": code if code >= 0 else 128 - code,
-            "timed_out": timed_out,
-            "duration_s": time.monotonic() - start,
-            "stdout_len": len(stdout),
-            "stderr_len": len(stderr),
-            "output_dropped": out_dropped + err_dropped,
-        }
-    )
-    reply.sendall(struct.pack("!I", len(header)) + header + stdout + stderr)
+    exit_code = code if code >= 0 else 128 - code
+    duration = time.monotonic() - start
+    reply.sendall(Wire.result(exit_code, timed_out, duration, stdout, stderr, out_dropped + err_dropped))
     reply.close()
     discard_until_closed(open_pipes)
 
@@ -497,12 +535,8 @@ def apply_rlimits(req: dict) -> None:
 
 def refuse(reply_fd: int, message: str) -> None:
     """Answer a command that cannot start as a failed run (exit code 126) with ``message`` on stderr."""
-    body = message.encode()
-    header = marshal.dumps(
-        {"exit_code": 126, "timed_out": False, "duration_s": 0.0, "stdout_len": 0, "stderr_len": len(body)}
-    )
     with contextlib.suppress(OSError), socket.socket(fileno=os.dup(reply_fd)) as reply:
-        reply.sendall(struct.pack("!I", len(header)) + header + body)
+        reply.sendall(Wire.result(126, False, 0.0, b"", message.encode()))
 
 
 def switch_user(spec: str, env: dict) -> None:
@@ -593,11 +627,10 @@ def fork_shepherd(ctl: socket.socket, shell: str) -> socket.socket | None:
                 os.set_inheritable(fd, False)
             with socket.socket(fileno=fds[0]) as reply:
                 try:
-                    shepherd(marshal.loads(data), reply, fds[1] if len(fds) > 1 else None, shell)
+                    shepherd(Wire.decode(data), reply, fds[1] if len(fds) > 1 else None, shell)
                 except Exception as exc:
-                    header = marshal.dumps({"error": f"{type(exc).__name__}: {exc}"})
                     with contextlib.suppress(OSError):
-                        reply.sendall(struct.pack("!I", len(header)) + header)
+                        reply.sendall(Wire.error(f"{type(exc).__name__}: {exc}"))
     finally:
         os._exit(0)
 
@@ -683,7 +716,7 @@ def main(ctl_fd: int, parent: int, zygote_child: bool = False) -> None:
     tie_to_parent(parent)
     fds: list[int] = []
     try:
-        cfg = recv(ctl, fds)
+        cfg = Wire.recv(ctl, fds)
         # Out of the OOM killer's reach, for pid 1 and every shepherd (needs root; unprivileged they
         # stay at 0, still below the commands' 500).
         with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
@@ -692,9 +725,9 @@ def main(ctl_fd: int, parent: int, zygote_child: bool = False) -> None:
             cfg["cap_last"] = int(f.read())
         flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
         check(libc.unshare(flags), "unshare")
-        send(ctl, {"stage": "unshared"})
-        mapped = recv(ctl, fds)
-        if mapped.get("op") != "mapped":
+        Wire.stage(ctl, Wire.STAGE_UNSHARED)
+        mapped = Wire.recv(ctl, fds)
+        if mapped.get(Wire.OP) != Wire.OP_MAPPED:
             os._exit(1)
         setup_filesystem(cfg, fds, mapped.get("resolv"))
         if zygote_child:
@@ -704,17 +737,17 @@ def main(ctl_fd: int, parent: int, zygote_child: bool = False) -> None:
             tie_to_parent(parent)
         for fd in fds:
             os.close(fd)
-        if recv(ctl, fds).get("op") != "limited":
+        if Wire.recv(ctl, fds).get(Wire.OP) != Wire.OP_LIMITED:
             os._exit(1)
         # Now that the host has put us in the sandbox's cgroups, they become the root of what
         # /proc/self/cgroup shows inside (no host cgroup path).
         check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup namespace")
     except Exception as exc:
-        send(ctl, {"stage": "error", "error": f"{type(exc).__name__}: {exc}"})
+        Wire.stage(ctl, Wire.STAGE_ERROR, error=f"{type(exc).__name__}: {exc}")
         os._exit(1)
     pid1 = os.fork()
     if pid1:  # stay as the parent so pid 1 dies with us (and we die with the host)
-        send(ctl, {"stage": "forked", "pid": pid1})
+        Wire.stage(ctl, Wire.STAGE_FORKED, pid=pid1)
         ctl.close()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _, status = os.waitpid(pid1, 0)
@@ -730,9 +763,9 @@ def main(ctl_fd: int, parent: int, zygote_child: bool = False) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
             signal.signal(sig, signal.SIG_DFL)  # a pid namespace's init never gets these from inside
         signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps orphans for pid 1
-        send(ctl, {"stage": "ready", "shell": shell})
+        Wire.stage(ctl, Wire.STAGE_READY, shell=shell)
     except Exception as exc:
-        send(ctl, {"stage": "error", "error": f"{type(exc).__name__}: {exc}"})
+        Wire.stage(ctl, Wire.STAGE_ERROR, error=f"{type(exc).__name__}: {exc}")
         os._exit(1)
     serve(ctl, shell)
     os._exit(0)
@@ -819,7 +852,7 @@ def fork_init(sock: socket.socket, fds: list[int], fresh: dict) -> None:
 def answer(reply: int, msg: dict, fds: list[int]) -> None:
     """Send the zygote's reply; a host that gave up on the request (closed its end) is not an error."""
     with contextlib.suppress(OSError), socket.socket(fileno=os.dup(reply)) as s:
-        socket.send_fds(s, [marshal.dumps(msg)], fds)
+        socket.send_fds(s, [Wire.encode(msg)], fds)
 
 
 def close_fds_except(keep: set[int]) -> None:

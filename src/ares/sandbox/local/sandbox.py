@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import marshal
 import os
 import secrets
-import select
 import shlex
 import signal
 import socket
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -39,8 +36,20 @@ from ares.sandbox.base import (
 )
 from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.images.config import ImageConfig
-from ares.sandbox.local import diff, janitor, layers, limits, loopback, seccomp, userns, workspace, zygote
+from ares.sandbox.local import (
+    channel,
+    diff,
+    janitor,
+    layers,
+    limits,
+    loopback,
+    seccomp,
+    userns,
+    workspace,
+    zygote,
+)
 from ares.sandbox.local import snapshot as local_snapshot
+from ares.sandbox.local.channel import ExecRequest, InitChannel, Reply
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
 from ares.sandbox.local.rootfs import RootfsPlan
 from ares.sandbox.snapshots import FilesystemSnapshot
@@ -59,21 +68,7 @@ START_TIMEOUT_S = 30.0
 _SHELLS: dict[tuple[int, RootfsPlan], tuple[Path, trusted_shell.ShellBundle] | None] = {}
 # How long past a command's own timeout we wait before declaring the sandbox unresponsive.
 EXEC_GRACE_S = 30.0
-#: File descriptors per control message (the kernel takes at most 253).
-FDS_PER_MESSAGE = 200
 KILLED_FROM_INSIDE = "ares sandbox: the command's supervisor was killed from inside the sandbox\n"
-
-
-def _decode(data: bytes) -> dict[str, Any]:
-    """A message of the init (marshal: the init's side must not import json, see _init.py). Only
-    ARES's own processes hold the other end of these sockets; a malformed one is a crashed sandbox."""
-    try:
-        msg = marshal.loads(data)
-    except (EOFError, ValueError, TypeError) as exc:
-        raise SandboxCrashedError(f"the sandbox init sent a malformed message: {exc}") from exc
-    if not isinstance(msg, dict):
-        raise SandboxCrashedError(f"the sandbox init sent a malformed message: {type(msg).__name__}")
-    return msg
 
 
 async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
@@ -138,7 +133,7 @@ class LocalSandbox(StartStopContext):
         self._remove_files = tuple(remove_files)
         self._dir: Path | None = None
         self._proc: zygote.InitProcess | None = None
-        self._ctl: socket.socket | None = None
+        self._ctl: InitChannel | None = None
         self._pids: list[int] = []
         self._shell = "/bin/sh"
         self._crashed: str | None = None
@@ -263,7 +258,8 @@ class LocalSandbox(StartStopContext):
     async def _launch(self, program: bytes | None) -> None:
         assert self._dir is not None and self._plan is not None
         # Forked by this process's zygote (or spawned directly when it cannot be used).
-        self._ctl, self._proc = await zygote.start_init(self._dir / "init.log")
+        sock, self._proc = await zygote.start_init(self._dir / "init.log")
+        self._ctl = InitChannel(sock)
         self._pids = [self._proc.pid]
         janitor.register(str(id(self)), self._pids, self._dir, self._release_limits)
         # Moving a process into a v1 cgroup waits for an RCU grace period (~10 ms): done while the
@@ -301,8 +297,8 @@ class LocalSandbox(StartStopContext):
             ],
             "remove": list(self._remove_files),
         }
-        await self._send(marshal.dumps(config))
-        await self._expect("unshared")
+        await self._send(InitChannel.encode(config))
+        await self._expect(channel.STAGE_UNSHARED)
         pid = self._proc.pid
         clones = [(path, 0) for path in (*layers, str(self._dir))]
         clones += [
@@ -317,21 +313,21 @@ class LocalSandbox(StartStopContext):
             self._network = await network.attach(pid)
             resolv = self._network.resolv_conf
         try:
-            for i in range(0, len(fds), FDS_PER_MESSAGE):
-                await self._send(marshal.dumps({"op": "fds"}), fds[i : i + FDS_PER_MESSAGE])
+            for message, batch in InitChannel.fd_batches(fds):
+                await self._send(message, batch)
         finally:
             for fd in fds:
                 os.close(fd)
-        await self._send(marshal.dumps({"op": "mapped", "resolv": resolv}))
+        await self._send(InitChannel.encode({channel.OP: channel.OP_MAPPED, "resolv": resolv}))
         await attached
-        await self._send(marshal.dumps({"op": "limited"}))
+        await self._send(InitChannel.encode({channel.OP: channel.OP_LIMITED}))
         stages: dict[str, dict[str, Any]] = {}
-        while not {"forked", "ready"} <= stages.keys():
+        while not {channel.STAGE_FORKED, channel.STAGE_READY} <= stages.keys():
             msg = await self._recv_stage()
-            stages[msg["stage"]] = msg
-            if msg["stage"] == "forked":
+            stages[msg[channel.STAGE]] = msg
+            if msg[channel.STAGE] == channel.STAGE_FORKED:
                 self._pids.insert(0, int(msg["pid"]))
-        self._shell = stages["ready"]["shell"]
+        self._shell = stages[channel.STAGE_READY]["shell"]
 
     def _attach_cgroups(self, pid: int) -> None:
         if self._limits is not None:
@@ -364,20 +360,16 @@ class LocalSandbox(StartStopContext):
 
     async def _recv_stage(self) -> dict[str, Any]:
         assert self._ctl is not None
-        try:
-            data = await asyncio.get_running_loop().sock_recv(self._ctl, 1 << 16)
-        except ConnectionResetError:
-            data = b""
-        if not data:
+        msg = await self._ctl.recv()
+        if msg is None:
             raise SandboxUnavailableError(self._start_failure("the sandbox init exited during start-up"))
-        msg: dict[str, Any] = _decode(data)
-        if msg.get("stage") == "error":
-            raise SandboxUnavailableError(self._start_failure(msg["error"]))
+        if msg.get(channel.STAGE) == channel.STAGE_ERROR:
+            raise SandboxUnavailableError(self._start_failure(msg[channel.ERROR]))
         return msg
 
     async def _expect(self, stage: str) -> None:
         msg = await self._recv_stage()
-        if msg.get("stage") != stage:
+        if msg.get(channel.STAGE) != stage:
             raise SandboxError(f"sandbox init protocol error: expected {stage!r}, got {msg!r}")
 
     def _start_failure(self, reason: str) -> str:
@@ -587,11 +579,7 @@ class LocalSandbox(StartStopContext):
 
     def _init_alive(self) -> bool:
         """Whether pid 1 still holds its end of the control socket (it closes when pid 1 dies)."""
-        if self._ctl is None:
-            return False
-        poller = select.poll()
-        poller.register(self._ctl, select.POLLIN | select.POLLHUP | select.POLLERR)
-        return not poller.poll(0)
+        return self._ctl is not None and self._ctl.alive()
 
     # ------------------------------------------------------------------ commands
     async def exec(
@@ -611,7 +599,7 @@ class LocalSandbox(StartStopContext):
         lookup; ``cmd`` then only names it in errors."""
         sandbox_limits = self._limits
         before = (0, 0) if sandbox_limits is None else sandbox_limits.counters()
-        header, stdout, stderr = await self._run(
+        reply = await self._run(
             cmd,
             argv=argv,
             cwd=cwd,
@@ -621,17 +609,17 @@ class LocalSandbox(StartStopContext):
             user=user,
             output_limit=self._output_limit,
         )
-        err = stderr.decode(errors="replace")
-        exit_code, timed_out = int(header["exit_code"]), bool(header["timed_out"])
+        err = reply.stderr.decode(errors="replace")
+        exit_code, timed_out = reply.exit_code, reply.timed_out
         hit = None if sandbox_limits is None else sandbox_limits.limit_hit(before, exit_code, timed_out, err)
-        if hit is None and header.get("output_dropped"):
+        if hit is None and reply.output_dropped:
             hit = "output"
         return ExecResult(
-            stdout=stdout.decode(errors="replace"),
+            stdout=reply.stdout.decode(errors="replace"),
             stderr=err,
             exit_code=exit_code,
             timed_out=timed_out,
-            duration_s=float(header["duration_s"]),
+            duration_s=reply.duration_s,
             limit_hit=hit,
         )
 
@@ -646,81 +634,60 @@ class LocalSandbox(StartStopContext):
         stdin: bytes | None = None,
         user: str | None = None,
         output_limit: int | None = None,
-    ) -> tuple[dict[str, Any], bytes, bytes]:
+    ) -> Reply:
         if self._snapshotting:
             raise SandboxError("the sandbox is being snapshotted; run commands after snapshot() returns")
         if self._ctl is None:
             raise SandboxError(self._crashed or "the sandbox is not running; call start() first")
+        request = ExecRequest(
+            cmd=cmd,
+            argv=None if argv is None else list(argv),
+            cwd=cwd or self.spec.workdir,
+            env={**DEFAULT_ENV, **self._image_config.env, **self.spec.env, **(env or {})},
+            timeout=timeout_s,
+            user=user if user is not None else self._image_config.user,
+            output_limit=output_limit,
+            limits=self._limits.request_fields if self._limits is not None else {},
+        )
         self._busy += 1
         try:
-            return await self._request(cmd, argv, cwd, env, timeout_s, stdin, user, output_limit)
+            return await self._request(request, stdin)
         finally:
             self._busy -= 1
 
-    async def _request(
-        self,
-        cmd: str,
-        argv: Sequence[str] | None,
-        cwd: str | None,
-        env: Mapping[str, str] | None,
-        timeout_s: float | None,
-        stdin: bytes | None,
-        user: str | None,
-        output_limit: int | None,
-    ) -> tuple[dict[str, Any], bytes, bytes]:
-        full_env = {**DEFAULT_ENV, **self._image_config.env, **self.spec.env, **(env or {})}
-        request = {
-            "op": "exec",
-            "cmd": cmd,
-            "argv": None if argv is None else list(argv),
-            "cwd": cwd or self.spec.workdir,
-            "env": full_env,
-            "timeout": timeout_s,
-            "user": user if user is not None else self._image_config.user,
-            "output_limit": output_limit,
-        }
-        if self._limits is not None:
-            request.update(self._limits.request_fields)
+    async def _request(self, request: ExecRequest, stdin: bytes | None) -> Reply:
+        """Send ``request`` with a fresh reply socket (and ``stdin`` as a memfd), and read its reply."""
         reply, child_reply = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fds = [child_reply.fileno()]
-        stdin_fd = None
-        if stdin is not None:
-            stdin_fd = os.memfd_create("stdin")
-            os.write(stdin_fd, stdin) if len(stdin) < (1 << 16) else await asyncio.to_thread(
-                os.write, stdin_fd, stdin
-            )
-            os.lseek(stdin_fd, 0, os.SEEK_SET)
+        stdin_fd = None if stdin is None else await _stdin_memfd(stdin)
+        if stdin_fd is not None:
             fds.append(stdin_fd)
+        limit = None if request.timeout is None else request.timeout + EXEC_GRACE_S
         try:
             with reply:
                 try:
-                    await self._send(marshal.dumps(request), fds)
+                    await self._send(InitChannel.encode_request(request), fds)
                 finally:
                     child_reply.close()
                     if stdin_fd is not None:
                         os.close(stdin_fd)
                 reply.setblocking(False)
-                limit = None if timeout_s is None else timeout_s + EXEC_GRACE_S
-                data = await asyncio.wait_for(self._read_all(reply), limit)
+                frame = await asyncio.wait_for(InitChannel.read_reply(reply), limit)
         except TimeoutError as exc:
             await self._mark_crashed(f"the sandbox did not answer within {limit}s; it was stopped")
             raise SandboxCrashedError(self._crashed) from exc
-        if len(data) < 4:
+        return await self._checked(request.cmd, InitChannel.decode_reply(frame))
+
+    async def _checked(self, cmd: str, reply: Reply | None) -> Reply:
+        """``reply``, or why there is none: a shepherd the agent killed, a crash, a refusal."""
+        if reply is None:
             if self._init_alive():  # only this command's shepherd died: the agent killed it
-                return (
-                    {"exit_code": 137, "timed_out": False, "duration_s": 0.0},
-                    b"",
-                    KILLED_FROM_INSIDE.encode(),
-                )
+                return Reply(137, False, 0.0, b"", KILLED_FROM_INSIDE.encode())
             await self._mark_crashed("the sandbox died while running a command")
             raise SandboxCrashedError(f"{self._crashed}: {cmd[:200]!r}")
-        (hlen,) = struct.unpack("!I", data[:4])
-        header = _decode(data[4 : 4 + hlen])
-        if "error" in header:
-            raise SandboxError(f"the sandbox could not run {cmd[:200]!r}: {header['error']}")
-        body = data[4 + hlen :]
-        out_len = header["stdout_len"]
-        return header, body[:out_len], body[out_len:]
+        if reply.error is not None:
+            raise SandboxError(f"the sandbox could not run {cmd[:200]!r}: {reply.error}")
+        return reply
 
     async def _mark_crashed(self, reason: str) -> None:
         """The sandbox died or stopped answering: kill what is left but keep its files, so the
@@ -729,36 +696,14 @@ class LocalSandbox(StartStopContext):
             self._crashed = reason
         await self._kill_processes()
 
-    @staticmethod
-    async def _read_all(sock: socket.socket) -> bytes:
-        loop = asyncio.get_running_loop()
-        chunks = []
-        while chunk := await loop.sock_recv(sock, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    async def _send(self, data: bytes, fds: list[int] | None = None) -> None:
-        sock = self._ctl
-        if sock is None:
+    async def _send(self, data: bytes, fds: Sequence[int] = ()) -> None:
+        if self._ctl is None:
             raise SandboxError(self._crashed or "the sandbox is not running")
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                if fds:
-                    socket.send_fds(sock, [data], fds)
-                else:
-                    sock.send(data)
-                return
-            except BlockingIOError:
-                writable = loop.create_future()
-                loop.add_writer(sock, writable.set_result, None)
-                try:
-                    await writable
-                finally:
-                    loop.remove_writer(sock)
-            except (BrokenPipeError, ConnectionResetError) as exc:
-                await self._mark_crashed("the sandbox init process is gone")
-                raise SandboxCrashedError(self._crashed) from exc
+        try:
+            await self._ctl.send(data, fds)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            await self._mark_crashed("the sandbox init process is gone")
+            raise SandboxCrashedError(self._crashed) from exc
 
     # ------------------------------------------------------------------ host services
     async def listen_loopback(self, port: int = 0) -> socket.socket:
@@ -801,18 +746,32 @@ class LocalSandbox(StartStopContext):
 
     async def download(self, src: str, dest: Path) -> None:
         path = PurePosixPath(src)
-        header, archive, err = await self._run(
-            f"tar -cf - -C {shlex.quote(str(path.parent))} {shlex.quote(path.name)}", cwd="/"
-        )
-        if header["exit_code"] != 0:
-            raise SandboxError(f"download of {src} failed: {err.decode(errors='replace').strip()}")
+        archive = f"tar -cf - -C {shlex.quote(str(path.parent))} {shlex.quote(path.name)}"
+        reply = await self._run(archive, cwd="/")
+        if reply.exit_code != 0:
+            raise SandboxError(f"download of {src} failed: {reply.stderr.decode(errors='replace').strip()}")
         staging = dest.parent / f".{dest.name}.ares-download"
-        await asyncio.to_thread(extract_tar, archive, staging)
+        await asyncio.to_thread(extract_tar, reply.stdout, staging)
         await asyncio.to_thread(os.replace, staging / path.name, dest)
         await asyncio.to_thread(janitor.remove_tree, staging)
 
     async def read_file(self, path: str) -> bytes:
-        header, data, err = await self._run(f"cat -- {shlex.quote(path)}", cwd="/")
-        if header["exit_code"] != 0:
-            raise SandboxError(f"cannot read {path}: {err.decode(errors='replace').strip()}")
-        return data
+        reply = await self._run(f"cat -- {shlex.quote(path)}", cwd="/")
+        if reply.exit_code != 0:
+            raise SandboxError(f"cannot read {path}: {reply.stderr.decode(errors='replace').strip()}")
+        return reply.stdout
+
+
+async def _stdin_memfd(stdin: bytes) -> int:
+    """A memfd holding ``stdin``, at offset 0 (large inputs are written off the event loop)."""
+    fd = os.memfd_create("stdin")
+    try:
+        if len(stdin) < (1 << 16):
+            os.write(fd, stdin)
+        else:
+            await asyncio.to_thread(os.write, fd, stdin)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
