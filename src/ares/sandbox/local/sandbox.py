@@ -52,6 +52,7 @@ from ares.sandbox.local import snapshot as local_snapshot
 from ares.sandbox.local.channel import ExecRequest, InitChannel, Reply
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
 from ares.sandbox.local.rootfs import RootfsPlan
+from ares.sandbox.local.state import SandboxState
 from ares.sandbox.snapshots import FilesystemSnapshot
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ class LocalSandbox(StartStopContext):
         self._ctl: InitChannel | None = None
         self._pids: list[int] = []
         self._shell = "/bin/sh"
-        self._crashed: str | None = None
+        self._state = SandboxState()
         self._limit_mode = limits.resolve_mode(limit_mode)
         self._limits: SandboxLimits | None = None
         self._limits_report: LimitsReport | None = None
@@ -147,19 +148,17 @@ class LocalSandbox(StartStopContext):
         self._image_plan: RootfsPlan | None = None
         self._layers: tuple[Path, ...] = ()
         self._restore: FilesystemSnapshot | None = None
-        self._busy = 0
-        self._snapshotting = False
         self._no_snapshot: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
     @property
     def running(self) -> bool:
-        return self._ctl is not None
+        return self._state.running
 
     @property
     def crashed(self) -> str | None:
         """Why the sandbox died on its own (None while it runs or after a plain ``stop()``)."""
-        return None if self._crashed == "the sandbox was stopped" else self._crashed
+        return self._state.crashed
 
     @property
     def diff_dir(self) -> Path:
@@ -196,9 +195,9 @@ class LocalSandbox(StartStopContext):
         return self._plan
 
     async def start(self) -> None:
-        if self._ctl is not None:
+        if self._state.running:
             raise SandboxError("the sandbox is already running")
-        self._crashed = None
+        self._state.starting()
         if self._plan is None:
             self._plan, self._image_config = await resolve_image(self.spec.image)
         self._image_plan = self._image_plan or self._plan
@@ -245,14 +244,14 @@ class LocalSandbox(StartStopContext):
     async def _restart(self) -> None:
         """A fresh init on ``self._plan`` in this sandbox's dir, limits, ids and network, after a
         snapshot replaced the upper dirs (the processes are dead)."""
-        self._crashed = None
+        self._state.starting()
         self._prepare_upper()
         try:
             await asyncio.wait_for(self._launch(await self._seccomp_program()), START_TIMEOUT_S)
         except BaseException as exc:
             await self._mark_crashed(f"the sandbox did not restart after a snapshot: {exc}")
             if isinstance(exc, Exception):
-                raise SandboxCrashedError(self._crashed) from exc
+                raise SandboxCrashedError(self._state.why_not_running()) from exc
             raise
 
     async def _launch(self, program: bytes | None) -> None:
@@ -260,6 +259,7 @@ class LocalSandbox(StartStopContext):
         # Forked by this process's zygote (or spawned directly when it cannot be used).
         sock, self._proc = await zygote.start_init(self._dir / "init.log")
         self._ctl = InitChannel(sock)
+        self._state.launched()
         self._pids = [self._proc.pid]
         janitor.register(str(id(self)), self._pids, self._dir, self._release_limits)
         # Moving a process into a v1 cgroup waits for an RCU grace period (~10 ms): done while the
@@ -563,6 +563,7 @@ class LocalSandbox(StartStopContext):
     async def _kill_processes(self) -> None:
         """Kill pid 1 (its namespace dies with it) and let its parent reap it, then reap the parent."""
         ctl, self._ctl = self._ctl, None
+        self._state.halting()
         if ctl is not None:
             ctl.close()
         victims = self._pids[:1] if len(self._pids) > 1 else self._pids
@@ -575,7 +576,7 @@ class LocalSandbox(StartStopContext):
         user_network, self._network = self._network, None
         if user_network is not None:
             await user_network.stop()
-        self._crashed = self._crashed or "the sandbox was stopped"
+        self._state.halted()
 
     def _init_alive(self) -> bool:
         """Whether pid 1 still holds its end of the control socket (it closes when pid 1 dies)."""
@@ -635,10 +636,6 @@ class LocalSandbox(StartStopContext):
         user: str | None = None,
         output_limit: int | None = None,
     ) -> Reply:
-        if self._snapshotting:
-            raise SandboxError("the sandbox is being snapshotted; run commands after snapshot() returns")
-        if self._ctl is None:
-            raise SandboxError(self._crashed or "the sandbox is not running; call start() first")
         request = ExecRequest(
             cmd=cmd,
             argv=None if argv is None else list(argv),
@@ -649,11 +646,8 @@ class LocalSandbox(StartStopContext):
             output_limit=output_limit,
             limits=self._limits.request_fields if self._limits is not None else {},
         )
-        self._busy += 1
-        try:
+        with self._state.running_command():
             return await self._request(request, stdin)
-        finally:
-            self._busy -= 1
 
     async def _request(self, request: ExecRequest, stdin: bytes | None) -> Reply:
         """Send ``request`` with a fresh reply socket (and ``stdin`` as a memfd), and read its reply."""
@@ -675,7 +669,7 @@ class LocalSandbox(StartStopContext):
                 frame = await asyncio.wait_for(InitChannel.read_reply(reply), limit)
         except TimeoutError as exc:
             await self._mark_crashed(f"the sandbox did not answer within {limit}s; it was stopped")
-            raise SandboxCrashedError(self._crashed) from exc
+            raise SandboxCrashedError(self._state.why_not_running()) from exc
         return await self._checked(request.cmd, InitChannel.decode_reply(frame))
 
     async def _checked(self, cmd: str, reply: Reply | None) -> Reply:
@@ -684,7 +678,7 @@ class LocalSandbox(StartStopContext):
             if self._init_alive():  # only this command's shepherd died: the agent killed it
                 return Reply(137, False, 0.0, b"", KILLED_FROM_INSIDE.encode())
             await self._mark_crashed("the sandbox died while running a command")
-            raise SandboxCrashedError(f"{self._crashed}: {cmd[:200]!r}")
+            raise SandboxCrashedError(f"{self._state.why_not_running()}: {cmd[:200]!r}")
         if reply.error is not None:
             raise SandboxError(f"the sandbox could not run {cmd[:200]!r}: {reply.error}")
         return reply
@@ -692,18 +686,17 @@ class LocalSandbox(StartStopContext):
     async def _mark_crashed(self, reason: str) -> None:
         """The sandbox died or stopped answering: kill what is left but keep its files, so the
         episode can still verify what the agent did (``fork_frozen``) before ``stop()``."""
-        if self._crashed is None:
-            self._crashed = reason
+        self._state.crash(reason)
         await self._kill_processes()
 
     async def _send(self, data: bytes, fds: Sequence[int] = ()) -> None:
         if self._ctl is None:
-            raise SandboxError(self._crashed or "the sandbox is not running")
+            raise SandboxError(self._state.why_not_running("the sandbox is not running"))
         try:
             await self._ctl.send(data, fds)
         except (BrokenPipeError, ConnectionResetError) as exc:
             await self._mark_crashed("the sandbox init process is gone")
-            raise SandboxCrashedError(self._crashed) from exc
+            raise SandboxCrashedError(self._state.why_not_running()) from exc
 
     # ------------------------------------------------------------------ host services
     async def listen_loopback(self, port: int = 0) -> socket.socket:
@@ -711,21 +704,21 @@ class LocalSandbox(StartStopContext):
         (see ``LoopbackListener`` and ``loopback.py``). A snapshot restarts the sandbox's namespaces:
         listen again after one."""
         loopback.check_port(port)
-        if self._snapshotting:
+        if self._state.snapshotting:
             raise SandboxError(
                 "cannot listen: the sandbox is being snapshotted; listen after snapshot() returns"
             )
-        if self._ctl is None or self._proc is None:
-            raise SandboxError(
-                f"cannot listen: {self._crashed or 'the sandbox is not running; call start() first'}"
-            )
+        if not self._state.running or self._proc is None:
+            raise SandboxError(f"cannot listen: {self._state.why_not_running()}")
         # The outer init shares pid 1's namespaces and, unlike pid 1, stays dumpable when ARES is
         # unprivileged. It outlives pid 1, whose control socket is still open after the open: so
         # the pid named the init, not a recycled pid.
         net = loopback.open_net_namespace(self._proc.pid)
         try:
             if not self._init_alive():
-                raise SandboxError(f"cannot listen: {self._crashed or 'the sandbox init is gone'}")
+                raise SandboxError(
+                    f"cannot listen: {self._state.why_not_running('the sandbox init is gone')}"
+                )
             return await loopback.listen_in(net, port)
         finally:
             os.close(net)

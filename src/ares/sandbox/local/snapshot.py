@@ -296,22 +296,12 @@ async def take(sandbox: LocalSandbox) -> FilesystemSnapshot:
         raise SandboxError("the sandbox has not been started")
     if sandbox._no_snapshot is not None:
         raise SandboxError(sandbox._no_snapshot)
-    if sandbox._snapshotting:
-        raise SandboxError("a snapshot of this sandbox is already being taken")
-    if sandbox._ctl is None:
-        raise SandboxError(sandbox._crashed or "the sandbox is not running")
-    if sandbox._busy:
-        raise SandboxError(
-            f"cannot snapshot while {sandbox._busy} command(s) run in the sandbox: snapshots are taken "
-            "between commands (await them first)"
-        )
     if len(sandbox._layers) >= MAX_CHAIN:
         raise SandboxError(
             f"this sandbox already stacks {len(sandbox._layers)} snapshot layers (at most {MAX_CHAIN}); "
             "export the last snapshot and import it to start a new chain from one merged layer"
         )
-    sandbox._snapshotting = True
-    try:
+    with sandbox._state.taking_snapshot():
         await sandbox._kill_processes()
         snapshot_id = secrets.token_hex(8)
         try:
@@ -329,8 +319,6 @@ async def take(sandbox: LocalSandbox) -> FilesystemSnapshot:
             await sandbox._restart()
         finally:
             changed, size = await counted
-    finally:
-        sandbox._snapshotting = False
     return FilesystemSnapshot(
         id=snapshot_id,
         backend=BACKEND,
