@@ -52,6 +52,7 @@ from ares.sandbox.local import snapshot as local_snapshot
 from ares.sandbox.local.channel import ExecRequest, InitChannel, Reply
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
 from ares.sandbox.local.rootfs import RootfsPlan
+from ares.sandbox.local.stack import LayerStack
 from ares.sandbox.local.state import SandboxState
 from ares.sandbox.snapshots import FilesystemSnapshot
 
@@ -125,7 +126,6 @@ class LocalSandbox(StartStopContext):
         ``remove_files`` are deleted from the sandbox's view before its first command (start-up hooks
         the verifier must not honour)."""
         self.spec = spec or SandboxSpec()
-        self._plan = plan
         self._image_config = image_config or ImageConfig()
         self._scratch_dir = scratch_dir
         self._default_resources = default_resources
@@ -143,12 +143,7 @@ class LocalSandbox(StartStopContext):
         self._limits_report: LimitsReport | None = None
         self._ids: userns.IdRange | None = None
         self._network: UserNetwork | None = None
-        # Snapshots (see local/snapshot.py): the image's plan, the snapshot layers stacked on it
-        # (topmost first), the snapshot to start from, commands in flight.
-        self._image_plan: RootfsPlan | None = None
-        self._layers: tuple[Path, ...] = ()
-        self._restore: FilesystemSnapshot | None = None
-        self._no_snapshot: str | None = None
+        self._stack = LayerStack(plan)  # the image, and the snapshot layers on it (see stack.py)
 
     # ------------------------------------------------------------------ lifecycle
     @property
@@ -190,26 +185,27 @@ class LocalSandbox(StartStopContext):
 
     @property
     def plan(self) -> RootfsPlan:
-        if self._plan is None:
+        if self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
-        return self._plan
+        return self._stack.plan
 
     async def start(self) -> None:
         if self._state.running:
             raise SandboxError("the sandbox is already running")
         self._state.starting()
-        if self._plan is None:
-            self._plan, self._image_config = await resolve_image(self.spec.image)
-        self._image_plan = self._image_plan or self._plan
+        resolved = None
+        if self._stack.plan is None:
+            resolved, self._image_config = await resolve_image(self.spec.image)
+        self._stack.pin(resolved)
         program = await self._seccomp_program()
         resources = limits.with_defaults(self.spec.resources, self._default_resources)
         if limits.requested(resources):
             self._limits = SandboxLimits(resources, self._limit_mode, task_set=self.spec.resources)
         prepare = None if self._limits is None else self._limits.mount_storage
         try:
-            if self._restore is not None:  # the image plus the snapshot's layers, held from now on
-                self._plan = await local_snapshot.attach(self, self._restore, self._image_plan)
-            self._dir = workspace.new_sandbox_dir(self._plan, self._scratch_dir, prepare)
+            if self._stack.restore is not None:  # the image plus the snapshot's layers, held from now on
+                local_snapshot.attach(self._stack, self.spec.image)
+            self._dir = workspace.new_sandbox_dir(self.plan, self._scratch_dir, prepare)
         except BaseException:
             await self.stop()
             raise
@@ -236,13 +232,13 @@ class LocalSandbox(StartStopContext):
     def _prepare_upper(self) -> None:
         """The workdir and bind targets as real dirs of the (empty) upper, so no component of their
         paths is a symlink the diff below planted."""
-        assert self._dir is not None and self._plan is not None
+        assert self._dir is not None
         for path in (self.spec.workdir, *(b.target for b in self._binds)):
-            mount, rel = diff.mount_of(path, self._plan.mounts)
+            mount, rel = diff.mount_of(path, self.plan.mounts)
             (self._dir / "upper" / mount.key / rel).mkdir(parents=True, exist_ok=True)
 
     async def _restart(self) -> None:
-        """A fresh init on ``self._plan`` in this sandbox's dir, limits, ids and network, after a
+        """A fresh init on ``self.plan`` in this sandbox's dir, limits, ids and network, after a
         snapshot replaced the upper dirs (the processes are dead)."""
         self._state.starting()
         self._prepare_upper()
@@ -255,7 +251,7 @@ class LocalSandbox(StartStopContext):
             raise
 
     async def _launch(self, program: bytes | None) -> None:
-        assert self._dir is not None and self._plan is not None
+        assert self._dir is not None
         # Forked by this process's zygote (or spawned directly when it cannot be used).
         sock, self._proc = await zygote.start_init(self._dir / "init.log")
         self._ctl = InitChannel(sock)
@@ -276,8 +272,9 @@ class LocalSandbox(StartStopContext):
 
     async def _configure(self, program: bytes | None, attached: asyncio.Future[None]) -> None:
         """The start-up dialogue with the init (see _init.py's protocol)."""
-        assert self._dir is not None and self._plan is not None and self._proc is not None
-        layers = list(dict.fromkeys(path for m in self._plan.mounts for path in m.lower))
+        assert self._dir is not None and self._proc is not None
+        plan = self.plan
+        layers = list(dict.fromkeys(path for m in plan.mounts for path in m.lower))
         index = {path: i for i, path in enumerate(layers)}
         config = {
             "root": str(self._dir / "root"),
@@ -285,8 +282,7 @@ class LocalSandbox(StartStopContext):
             "scratch": str(self._dir),
             "layers": layers,
             "mounts": [
-                {"target": m.target, "layers": [index[p] for p in m.lower], "key": m.key}
-                for m in self._plan.mounts
+                {"target": m.target, "layers": [index[p] for p in m.lower], "key": m.key} for m in plan.mounts
             ],
             "hostname": self.spec.hostname,
             "idmapped": self._ids is not None,
@@ -394,11 +390,9 @@ class LocalSandbox(StartStopContext):
         path, self._dir = self._dir, None
         if path is not None:
             await asyncio.to_thread(janitor.remove_tree, path)
-        held, self._layers = self._layers, ()
+        held = self._stack.reset()  # a later start() begins from the image (or its snapshot)
         if held:
-            await asyncio.to_thread(local_snapshot.release, held, self)
-        if self._image_plan is not None:  # a later start() begins from the image (or its snapshot)
-            self._plan = self._image_plan
+            await asyncio.to_thread(local_snapshot.release, held, self._stack.owner)
 
     def _release_limits(self) -> None:
         """Undo what outlives the processes: cgroups, the disk tmpfs, the id range."""
@@ -416,10 +410,10 @@ class LocalSandbox(StartStopContext):
         crashed sandbox too (its files stay until ``stop()``, which must come after the fork has
         stopped).
         """
-        if self._dir is None or self._plan is None:
+        if self._dir is None or self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
-        return self._sibling(self._plan.stacked_on(self._dir / "upper"))
+        return self._sibling(self._stack.plan.stacked_on(self._dir / "upper"))
 
     def _sibling(
         self,
@@ -439,7 +433,7 @@ class LocalSandbox(StartStopContext):
             binds=binds,
             remove_files=remove_files,
         )
-        sibling._no_snapshot = "a frozen or verifier fork cannot be snapshotted; snapshot the sandbox itself"
+        sibling._stack.sealed = "a frozen or verifier fork cannot be snapshotted; snapshot the sandbox itself"
         return sibling
 
     async def fork_verifier(
@@ -453,33 +447,33 @@ class LocalSandbox(StartStopContext):
         state). Either way the fork says what changed outside ``outputs`` (or the workdir). This
         sandbox's files stay until its ``stop()``, which must come after the fork's.
         """
-        if self._dir is None or self._plan is None:
+        if self._dir is None or self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
-        upper, plan = self._dir / "upper", self._plan
+        upper, plan, snapshot_layers = self._dir / "upper", self._stack.plan, self._stack.layers
         kept = tuple(outputs) if outputs is not None else (self.spec.workdir,)
         # After snapshots the agent's diff is the upper over the snapshot layers, read as one.
-        sources = [upper, *self._layers] if self._layers else upper
+        sources = [upper, *snapshot_layers] if snapshot_layers else upper
         outside = await asyncio.to_thread(diff.summarize_outside, sources, plan.mounts, kept)
         if outputs is None:
             plan = plan.stacked_on(upper)
         else:
             layer = self._dir / "outputs"
             if not layer.exists():  # a second fork reuses the outputs carried by the first
-                if self._layers:  # copied (linked where possible): the layers are shared with others
-                    sources = [upper, *self._layers]
+                if snapshot_layers:  # copied (linked where possible): the layers are shared with others
+                    sources = [upper, *snapshot_layers]
                     await asyncio.to_thread(layers.write_merged, sources, plan.mounts, layer, kept)
                 else:
                     await asyncio.to_thread(diff.carry_outputs, upper, plan.mounts, kept, layer)
-            plan = (self._image_plan or plan).stacked_on(layer)
+            plan = (self._stack.image or plan).stacked_on(layer)
         return VerifierFork(self._sibling(plan, binds, trusted_shell.IGNORED_HOOKS), outside)
 
     async def trusted_shell(self) -> tuple[Path, trusted_shell.ShellBundle] | None:
         """The image's own bash, captured once per image and process from a pristine sandbox into a
         host dir that a verifier fork binds at ``trusted_shell.SHELL_DIR`` (None: no bash)."""
-        if self._plan is None:
+        if self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
-        plan = self._image_plan or self._plan  # never an agent's snapshot layer
+        plan = self._stack.image or self._stack.plan  # never an agent's snapshot layer
         key = (os.getpid(), plan)  # a forked process has its own dirs
         if key not in _SHELLS:
             pristine = self._sibling(plan, spec=replace(self.spec, network=False))
@@ -512,9 +506,9 @@ class LocalSandbox(StartStopContext):
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
         upper = self._dir / "upper"
-        if self._layers:  # the diff since the image spans the snapshot layers: write it merged
-            assert self._plan is not None
-            await asyncio.to_thread(layers.write_merged, [upper, *self._layers], self._plan.mounts, dest)
+        if self._stack.layers:  # the diff since the image spans the snapshot layers: write it merged
+            sources = [upper, *self._stack.layers]
+            await asyncio.to_thread(layers.write_merged, sources, self.plan.mounts, dest)
             await self.stop()
             return
         for sub in list(upper.iterdir()):
@@ -533,7 +527,30 @@ class LocalSandbox(StartStopContext):
         over, and no command may be in flight (SandboxError). The object, its spec, limits, network
         and binds stay as they were.
         """
-        return await local_snapshot.take(self)
+        image = self._stack.image
+        if self._dir is None or image is None:
+            raise SandboxError("the sandbox has not been started")
+        local_snapshot.check_room(self._stack)
+        with self._state.taking_snapshot():
+            await self._kill_processes()
+            snapshot_id = secrets.token_hex(8)
+            try:
+                layer, mounted = await asyncio.to_thread(
+                    local_snapshot.freeze, self._stack, self._dir, snapshot_id
+                )
+            except Exception as exc:  # the diff stayed in the upper: go on without a snapshot
+                await self._restart()
+                raise SandboxError(
+                    f"the snapshot failed (the sandbox was restarted without it): {exc}"
+                ) from exc
+            local_snapshot.hold(self._stack, layer, snapshot_id, mounted)
+            chain = self._stack.layers
+            counted = asyncio.ensure_future(asyncio.to_thread(local_snapshot.count, chain, image.mounts))
+            try:
+                await self._restart()
+            finally:
+                changed, size = await counted
+        return local_snapshot.describe(self._stack, snapshot_id, changed, size)
 
     @classmethod
     def from_snapshot(cls, snapshot: FilesystemSnapshot, spec: SandboxSpec) -> LocalSandbox:
@@ -542,7 +559,7 @@ class LocalSandbox(StartStopContext):
         of another image; a snapshot whose layers this process does not hold is refused here."""
         local_snapshot.check_restorable(snapshot)
         sandbox = cls(spec)
-        sandbox._restore = snapshot
+        sandbox._stack.restore = snapshot
         return sandbox
 
     @classmethod

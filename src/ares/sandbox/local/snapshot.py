@@ -40,11 +40,11 @@ from typing import TYPE_CHECKING, Any
 from ares.errors import SandboxError
 from ares.sandbox.local import janitor, layers, limits, workspace
 from ares.sandbox.local.rootfs import OverlayMount, RootfsPlan
+from ares.sandbox.local.stack import LayerStack
 from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
 
 if TYPE_CHECKING:
-    from ares.sandbox.base import SandboxSpec
-    from ares.sandbox.local.sandbox import LocalSandbox
+    from ares.sandbox.base import ImageSpec, SandboxSpec
 
 BACKEND = "local"
 MANIFEST = "manifest.json"
@@ -133,13 +133,6 @@ def layers_of(snapshot: FilesystemSnapshot) -> tuple[Path, ...]:
     return tuple(out)
 
 
-def stacked(plan: RootfsPlan, layer_dirs: Sequence[Path]) -> RootfsPlan:
-    """``plan`` with ``layer_dirs`` (topmost first) on top."""
-    for layer in reversed(layer_dirs):
-        plan = plan.stacked_on(layer)
-    return plan
-
-
 # ---------------------------------------------------------------------- lifetimes
 def _register(
     path: Path,
@@ -159,23 +152,24 @@ def _register(
     janitor.register(f"layer:{path}", [], path, _unmounter(path) if mounted else None)
 
 
-def use(layer_dirs: Sequence[Path], sandbox: LocalSandbox, holder: str | None = None) -> None:
-    """``sandbox`` stacks these layers (until ``release``); ``holder``, a new snapshot, names them."""
+def use(layer_dirs: Sequence[Path], user: int, holder: str | None = None) -> None:
+    """A sandbox's stack (``user``, its owner id) stacks these layers (until ``release``);
+    ``holder``, a new snapshot, names them."""
     with _lock:
         for path in layer_dirs:
             layer = _layers[str(path)]
-            layer.users.add(id(sandbox))
+            layer.users.add(user)
             if holder is not None:
                 layer.holders.add(holder)
 
 
-def release(layer_dirs: Sequence[Path], sandbox: LocalSandbox) -> None:
-    """``sandbox`` stopped: remove the layers nothing needs any more."""
+def release(layer_dirs: Sequence[Path], user: int) -> None:
+    """The sandbox of stack ``user`` stopped: remove the layers nothing needs any more."""
     with _lock:
         for path in layer_dirs:
             layer = _layers.get(str(path))
             if layer is not None:
-                layer.users.discard(id(sandbox))
+                layer.users.discard(user)
     _collect(layer_dirs)
 
 
@@ -231,18 +225,19 @@ def _unmounter(path: Path) -> Callable[[], None]:
 
 
 # ---------------------------------------------------------------------- snapshot
-def _freeze(sandbox: LocalSandbox, snapshot_id: str) -> tuple[Path, bool]:
-    """Move the sandbox's non-empty upper dirs into a new layer dir (renames only) and leave fresh,
-    empty upper dirs in their place. Returns (layer dir, whether it is a bind mount)."""
-    assert sandbox._dir is not None
-    upper = sandbox._dir / "upper"
+def freeze(stack: LayerStack, sandbox_dir: Path, snapshot_id: str) -> tuple[Path, bool]:
+    """Move the non-empty upper dirs of the sandbox in ``sandbox_dir`` into a new layer dir (renames
+    only) and leave fresh, empty upper dirs in their place. Returns (layer dir, whether it is a bind
+    mount). Blocking: call it in a thread, with the sandbox's processes dead."""
+    assert stack.plan is not None
+    upper = sandbox_dir / "upper"
     dest = snapshots_dir() / snapshot_id
     same_fs = _same_filesystem(upper, dest.parent)
     if same_fs:
         staging = dest
     elif _may_mount():  # the upper is the sandbox's own tmpfs: keep the layer there
-        (sandbox._dir / "snapshots").mkdir(mode=0o700, exist_ok=True)
-        staging = sandbox._dir / "snapshots" / snapshot_id
+        (sandbox_dir / "snapshots").mkdir(mode=0o700, exist_ok=True)
+        staging = sandbox_dir / "snapshots" / snapshot_id
     else:
         staging = None
     moved: list[str] = []
@@ -254,7 +249,7 @@ def _freeze(sandbox: LocalSandbox, snapshot_id: str) -> tuple[Path, bool]:
                 moved.append(sub.name)
     else:  # another filesystem we may not mount from: copy (slow, but the upper stays consistent)
         try:
-            layers.write_merged([upper], sandbox.plan.mounts, dest)
+            layers.write_merged([upper], stack.plan.mounts, dest)
         except BaseException:
             janitor.remove_tree(dest)
             raise
@@ -290,39 +285,34 @@ def _changed_attrs(upper_dir: Path) -> bool:
     return any(name in layers.OPAQUE_XATTRS for name in os.listxattr(upper_dir))
 
 
-async def take(sandbox: LocalSandbox) -> FilesystemSnapshot:
-    """``LocalSandbox.snapshot()``: see the module doc."""
-    if sandbox._dir is None or sandbox._plan is None or sandbox._image_plan is None:
-        raise SandboxError("the sandbox has not been started")
-    if sandbox._no_snapshot is not None:
-        raise SandboxError(sandbox._no_snapshot)
-    if len(sandbox._layers) >= MAX_CHAIN:
+def check_room(stack: LayerStack) -> None:
+    """Refuse a snapshot that ``stack`` cannot take on (a fork's, or a chain at its limit)."""
+    if stack.sealed is not None:
+        raise SandboxError(stack.sealed)
+    if len(stack.layers) >= MAX_CHAIN:
         raise SandboxError(
-            f"this sandbox already stacks {len(sandbox._layers)} snapshot layers (at most {MAX_CHAIN}); "
+            f"this sandbox already stacks {len(stack.layers)} snapshot layers (at most {MAX_CHAIN}); "
             "export the last snapshot and import it to start a new chain from one merged layer"
         )
-    with sandbox._state.taking_snapshot():
-        await sandbox._kill_processes()
-        snapshot_id = secrets.token_hex(8)
-        try:
-            layer, mounted = await asyncio.to_thread(_freeze, sandbox, snapshot_id)
-        except Exception as exc:  # the diff stayed in the upper: go on without a snapshot
-            await sandbox._restart()
-            raise SandboxError(f"the snapshot failed (the sandbox was restarted without it): {exc}") from exc
-        _register(layer, sandbox._image_plan.mounts, holder=snapshot_id, user=id(sandbox), mounted=mounted)
-        use(sandbox._layers, sandbox, holder=snapshot_id)
-        sandbox._layers = (layer, *sandbox._layers)
-        sandbox._plan = stacked(sandbox._image_plan, sandbox._layers)
-        chain = sandbox._layers
-        counted = asyncio.ensure_future(asyncio.to_thread(_count, chain, sandbox._image_plan.mounts))
-        try:
-            await sandbox._restart()
-        finally:
-            changed, size = await counted
+
+
+def hold(stack: LayerStack, layer: Path, snapshot_id: str, mounted: bool) -> None:
+    """A layer ``freeze`` made: registered for the new snapshot (which also names every layer below
+    it) and pushed onto ``stack``."""
+    assert stack.image is not None
+    _register(layer, stack.image.mounts, holder=snapshot_id, user=stack.owner, mounted=mounted)
+    use(stack.layers, stack.owner, holder=snapshot_id)
+    stack.push(layer)
+
+
+def describe(stack: LayerStack, snapshot_id: str, changed: int, size: int) -> FilesystemSnapshot:
+    """The snapshot whose layer ``hold`` just pushed: every layer of ``stack``, topmost first."""
+    assert stack.image is not None
+    chain = stack.layers
     return FilesystemSnapshot(
         id=snapshot_id,
         backend=BACKEND,
-        image=plan_digest(sandbox._image_plan),
+        image=plan_digest(stack.image),
         ref=":".join(str(p) for p in chain),
         size_bytes=size,
         changed_paths=changed,
@@ -333,7 +323,7 @@ async def take(sandbox: LocalSandbox) -> FilesystemSnapshot:
     )
 
 
-def _count(chain: Sequence[Path], mounts: Sequence[OverlayMount]) -> tuple[int, int]:
+def count(chain: Sequence[Path], mounts: Sequence[OverlayMount]) -> tuple[int, int]:
     """(changed paths, bytes of file content) of the merged diff of ``chain``."""
     changed = size = 0
     seen: set[tuple[int, int]] = set()
@@ -351,17 +341,19 @@ def _count(chain: Sequence[Path], mounts: Sequence[OverlayMount]) -> tuple[int, 
     return changed, size
 
 
-async def attach(sandbox: LocalSandbox, snapshot: FilesystemSnapshot, image_plan: RootfsPlan) -> RootfsPlan:
-    """For ``from_snapshot``'s ``start()``: check the image and layers, hold them, return the plan."""
+def attach(stack: LayerStack, image: ImageSpec) -> None:
+    """At a start of ``from_snapshot``'s sandbox (of ``image``): check the snapshot's image and
+    layers, hold the layers and stack them."""
+    snapshot, image_plan = stack.restore, stack.image
+    assert snapshot is not None and image_plan is not None
     if snapshot.image != plan_digest(image_plan):
         raise SandboxError(
             f"snapshot {snapshot.id} was taken on another image ({snapshot.image}); this sandbox's image "
-            f"{sandbox.spec.image} is {plan_digest(image_plan)}"
+            f"{image} is {plan_digest(image_plan)}"
         )
     chain = layers_of(snapshot)
-    use(chain, sandbox)
-    sandbox._layers = chain
-    return stacked(image_plan, chain)
+    use(chain, stack.owner)
+    stack.attach(chain)
 
 
 # ---------------------------------------------------------------------- export
