@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import marshal
+import os
 import select
 import socket
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,13 +122,29 @@ class InitChannel:
             raise SandboxCrashedError(f"the sandbox init sent a malformed reply: {header!r}") from exc
 
     @staticmethod
-    async def read_reply(sock: socket.socket) -> bytes:
-        """Everything a command's reply socket (non-blocking) carries until its shepherd closes it."""
-        loop = asyncio.get_running_loop()
-        chunks = []
-        while chunk := await loop.sock_recv(sock, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
+    async def exchange(
+        send: Callable[[bytes, Sequence[int]], Awaitable[None]],
+        request: bytes,
+        stdin: bytes | None,
+        reply_within_s: float | None,
+    ) -> bytes:
+        """Send an encoded exec ``request`` with ``send`` (the sandbox's, onto the control socket),
+        passing a fresh reply socket and ``stdin`` as a memfd, and return the reply frame; raises
+        TimeoutError when none came within ``reply_within_s``."""
+        reply, child_reply = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        with reply:
+            fds = [child_reply.fileno()]
+            stdin_fd = None if stdin is None else await _stdin_memfd(stdin)
+            if stdin_fd is not None:
+                fds.append(stdin_fd)
+            try:
+                await send(request, fds)
+            finally:
+                child_reply.close()
+                if stdin_fd is not None:
+                    os.close(stdin_fd)
+            reply.setblocking(False)
+            return await asyncio.wait_for(_read_all(reply), reply_within_s)
 
     async def send(self, data: bytes, fds: Sequence[int] = ()) -> None:
         """Send one encoded message; raises ``ConnectionError`` when the init is gone."""
@@ -169,3 +186,27 @@ class InitChannel:
 
     def close(self) -> None:
         self._sock.close()
+
+
+async def _read_all(sock: socket.socket) -> bytes:
+    """Everything a command's reply socket (non-blocking) carries until its shepherd closes it."""
+    loop = asyncio.get_running_loop()
+    chunks = []
+    while chunk := await loop.sock_recv(sock, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _stdin_memfd(stdin: bytes) -> int:
+    """A memfd holding ``stdin``, at offset 0 (large inputs are written off the event loop)."""
+    fd = os.memfd_create("stdin")
+    try:
+        if len(stdin) < (1 << 16):
+            os.write(fd, stdin)
+        else:
+            await asyncio.to_thread(os.write, fd, stdin)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd

@@ -20,16 +20,15 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ares.errors import SandboxCrashedError, SandboxError, SandboxUnavailableError
+from ares.errors import SandboxCrashedError, SandboxError
 from ares.sandbox import trusted_shell
 from ares.sandbox.base import (
     BindMount,
     DiffSummary,
     ExecResult,
     FileMap,
-    ImageSpec,
     Resources,
     SandboxSpec,
     StartStopContext,
@@ -37,13 +36,15 @@ from ares.sandbox.base import (
 from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.images.config import ImageConfig
 from ares.sandbox.local import (
-    channel,
+    commit,
     diff,
+    forks,
     janitor,
-    layers,
     limits,
     loopback,
     seccomp,
+    shells,
+    startup,
     userns,
     workspace,
     zygote,
@@ -52,7 +53,7 @@ from ares.sandbox.local import snapshot as local_snapshot
 from ares.sandbox.local.channel import ExecRequest, InitChannel, Reply
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
 from ares.sandbox.local.rootfs import RootfsPlan
-from ares.sandbox.local.stack import LayerStack
+from ares.sandbox.local.stack import LayerStack, resolve_image
 from ares.sandbox.local.state import SandboxState
 from ares.sandbox.snapshots import FilesystemSnapshot
 
@@ -66,30 +67,9 @@ DEFAULT_ENV = {
     "TERM": "dumb",
 }
 START_TIMEOUT_S = 30.0
-#: Each image's trusted shell for the verifier (see ``LocalSandbox.trusted_shell``), by mount plan.
-_SHELLS: dict[tuple[int, RootfsPlan], tuple[Path, trusted_shell.ShellBundle] | None] = {}
 # How long past a command's own timeout we wait before declaring the sandbox unresponsive.
 EXEC_GRACE_S = 30.0
 KILLED_FROM_INSIDE = "ares sandbox: the command's supervisor was killed from inside the sandbox\n"
-
-
-async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
-    """The mount plan and defaults for ``image``: the host base, or a built (cached) image."""
-    if image.name is None and image.dockerfile_dir is None:
-        return await workspace.host_base_plan_async(), ImageConfig()
-    from ares.sandbox.images.resolve import resolve_local_image  # builder code only when needed
-
-    built = await resolve_local_image(image)
-    return built.plan, built.config
-
-
-def _checked_bind(bind: BindMount) -> BindMount:
-    target = PurePosixPath(bind.target)
-    if not target.is_absolute() or ".." in target.parts or str(target) == "/":
-        raise SandboxError(f"bind target {bind.target!r} must be an absolute path below /, without '..'")
-    if not Path(bind.source).is_dir():
-        raise SandboxError(f"bind source {bind.source} is not a directory")
-    return bind
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +110,7 @@ class LocalSandbox(StartStopContext):
         self._scratch_dir = scratch_dir
         self._default_resources = default_resources
         self._output_limit = output_limit
-        self._binds = tuple(_checked_bind(b) for b in binds)
+        self._binds = tuple(startup.checked_bind(b) for b in binds)
         self._remove_files = tuple(remove_files)
         self._dir: Path | None = None
         self._proc: zygote.InitProcess | None = None
@@ -271,115 +251,41 @@ class LocalSandbox(StartStopContext):
                     await attached
 
     async def _configure(self, program: bytes | None, attached: asyncio.Future[None]) -> None:
-        """The start-up dialogue with the init (see _init.py's protocol)."""
-        assert self._dir is not None and self._proc is not None
-        plan = self.plan
-        layers = list(dict.fromkeys(path for m in plan.mounts for path in m.lower))
-        index = {path: i for i, path in enumerate(layers)}
-        config = {
-            "root": str(self._dir / "root"),
-            "stage": str(self._dir / "stage"),
-            "scratch": str(self._dir),
-            "layers": layers,
-            "mounts": [
-                {"target": m.target, "layers": [index[p] for p in m.lower], "key": m.key} for m in plan.mounts
-            ],
-            "hostname": self.spec.hostname,
-            "idmapped": self._ids is not None,
-            "seccomp": program,
-            "oom_score_adj": limits.HELPER_OOM_SCORE_ADJ,
-            "binds": [
-                {"source": str(b.source), "target": b.target, "readonly": b.read_only} for b in self._binds
-            ],
-            "remove": list(self._remove_files),
-        }
-        await self._send(InitChannel.encode(config))
-        await self._expect(channel.STAGE_UNSHARED)
-        pid = self._proc.pid
-        clones = [(path, 0) for path in (*layers, str(self._dir))]
-        clones += [
-            (str(b.source), userns.BIND_READ_ONLY if b.read_only else userns.BIND_WRITABLE)
-            for b in self._binds
-        ]
-        fds = await asyncio.to_thread(self._map_ids, pid, clones)
-        resolv = None
-        if self.spec.network:
-            from ares.sandbox.local import network  # pasta/slirp4netns only for sandboxes that want it
-
-            self._network = await network.attach(pid)
-            resolv = self._network.resolv_conf
+        """The start-up dialogue with the init (see _init.py's protocol and startup.py)."""
+        assert self._dir is not None and self._proc is not None and self._ctl is not None
+        dialogue = startup.InitDialogue(self._ctl, self._send, self._dir)
+        config = startup.InitConfig(
+            self._dir,
+            self.plan,
+            self.spec.hostname,
+            idmapped=self._ids is not None,
+            seccomp=program,
+            binds=self._binds,
+            remove=self._remove_files,
+        )
+        fds = await dialogue.unshare(config, self._proc.pid, self._ids)
         try:
-            for message, batch in InitChannel.fd_batches(fds):
-                await self._send(message, batch)
+            resolv = await self._attach_network(self._proc.pid)
+            await dialogue.send_fds(fds)
         finally:
             for fd in fds:
                 os.close(fd)
-        await self._send(InitChannel.encode({channel.OP: channel.OP_MAPPED, "resolv": resolv}))
+        await dialogue.mapped(resolv)
         await attached
-        await self._send(InitChannel.encode({channel.OP: channel.OP_LIMITED}))
-        stages: dict[str, dict[str, Any]] = {}
-        while not {channel.STAGE_FORKED, channel.STAGE_READY} <= stages.keys():
-            msg = await self._recv_stage()
-            stages[msg[channel.STAGE]] = msg
-            if msg[channel.STAGE] == channel.STAGE_FORKED:
-                self._pids.insert(0, int(msg["pid"]))
-        self._shell = stages[channel.STAGE_READY]["shell"]
+        self._shell = await dialogue.limited(self._pids)
+
+    async def _attach_network(self, pid: int) -> str | None:
+        """The user-mode network, if the spec wants one; returns its resolver config."""
+        if not self.spec.network:
+            return None
+        from ares.sandbox.local import network  # pasta/slirp4netns only for sandboxes that want it
+
+        self._network = await network.attach(pid)
+        return self._network.resolv_conf
 
     def _attach_cgroups(self, pid: int) -> None:
         if self._limits is not None:
             self._limits.attach(pid)
-
-    def _map_ids(self, pid: int, mounts: list[tuple[str, int]]) -> list[int]:
-        """Write the init's uid/gid maps; return idmapped clones of ``mounts`` (path, mount flags)
-        when root-run (for the init to mount)."""
-        proc = Path(f"/proc/{pid}")
-        fds: list[int] = []
-        try:
-            if self._ids is not None:
-                (proc / "uid_map").write_text(self._ids.map_line())
-                (proc / "gid_map").write_text(self._ids.map_line())
-                user_ns = os.open(proc / "ns" / "user", os.O_RDONLY | os.O_CLOEXEC)
-                try:
-                    for path, flags in mounts:
-                        fds.append(userns.idmapped_clone(path, user_ns, flags=flags))
-                finally:
-                    os.close(user_ns)
-            else:
-                (proc / "setgroups").write_text("deny\n")
-                (proc / "uid_map").write_text(f"0 {os.geteuid()} 1\n")
-                (proc / "gid_map").write_text(f"0 {os.getegid()} 1\n")
-        except BaseException:
-            for fd in fds:
-                os.close(fd)
-            raise
-        return fds
-
-    async def _recv_stage(self) -> dict[str, Any]:
-        assert self._ctl is not None
-        msg = await self._ctl.recv()
-        if msg is None:
-            raise SandboxUnavailableError(self._start_failure("the sandbox init exited during start-up"))
-        if msg.get(channel.STAGE) == channel.STAGE_ERROR:
-            raise SandboxUnavailableError(self._start_failure(msg[channel.ERROR]))
-        return msg
-
-    async def _expect(self, stage: str) -> None:
-        msg = await self._recv_stage()
-        if msg.get(channel.STAGE) != stage:
-            raise SandboxError(f"sandbox init protocol error: expected {stage!r}, got {msg!r}")
-
-    def _start_failure(self, reason: str) -> str:
-        log = ""
-        if self._dir is not None and (self._dir / "init.log").exists():
-            log = (self._dir / "init.log").read_text(errors="replace").strip()[-2000:]
-        hint = (
-            "The local sandbox needs Linux user namespaces (sysctl user.max_user_namespaces > 0, and "
-            "kernel.unprivileged_userns_clone=1 / kernel.apparmor_restrict_unprivileged_userns=0 when "
-            "not root), overlayfs mounts inside them (Linux >= 5.11) and, run as root, idmapped mounts "
-            "(Linux >= 5.19). `ares doctor` checks this machine; use the docker backend where these are "
-            "unavailable."
-        )
-        return f"cannot start the local sandbox: {reason}. {hint}" + (f"\ninit log:\n{log}" if log else "")
 
     async def stop(self) -> None:
         """Kill every process of the sandbox and delete its files. Safe to call twice."""
@@ -450,22 +356,7 @@ class LocalSandbox(StartStopContext):
         if self._dir is None or self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
-        upper, plan, snapshot_layers = self._dir / "upper", self._stack.plan, self._stack.layers
-        kept = tuple(outputs) if outputs is not None else (self.spec.workdir,)
-        # After snapshots the agent's diff is the upper over the snapshot layers, read as one.
-        sources = [upper, *snapshot_layers] if snapshot_layers else upper
-        outside = await asyncio.to_thread(diff.summarize_outside, sources, plan.mounts, kept)
-        if outputs is None:
-            plan = plan.stacked_on(upper)
-        else:
-            layer = self._dir / "outputs"
-            if not layer.exists():  # a second fork reuses the outputs carried by the first
-                if snapshot_layers:  # copied (linked where possible): the layers are shared with others
-                    sources = [upper, *snapshot_layers]
-                    await asyncio.to_thread(layers.write_merged, sources, plan.mounts, layer, kept)
-                else:
-                    await asyncio.to_thread(diff.carry_outputs, upper, plan.mounts, kept, layer)
-            plan = (self._stack.image or plan).stacked_on(layer)
+        plan, outside = await forks.verifier_plan(self._dir, self._stack, outputs, self.spec.workdir)
         return VerifierFork(self._sibling(plan, binds, trusted_shell.IGNORED_HOOKS), outside)
 
     async def trusted_shell(self) -> tuple[Path, trusted_shell.ShellBundle] | None:
@@ -474,47 +365,25 @@ class LocalSandbox(StartStopContext):
         if self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
         plan = self._stack.image or self._stack.plan  # never an agent's snapshot layer
-        key = (os.getpid(), plan)  # a forked process has its own dirs
-        if key not in _SHELLS:
-            pristine = self._sibling(plan, spec=replace(self.spec, network=False))
-            async with pristine:
-                bundle = await trusted_shell.capture_shell(pristine)
-            if bundle is None:
-                _SHELLS[key] = None
-            else:
-                dest = workspace.process_dir() / f"shell-{secrets.token_hex(6)}"
-                await asyncio.to_thread(bundle.write, dest)
-                _SHELLS.setdefault(key, (dest, bundle))
-        return _SHELLS[key]
+        return await shells.image_shell(
+            plan, lambda: self._sibling(plan, spec=replace(self.spec, network=False))
+        )
 
     def host_dir(self, name: str) -> Path:
         """A new empty host directory that lives (and is deleted) with this sandbox: a bind source
         for a fork, on the filesystem the sandbox's mounts already use."""
         if self._dir is None:
             raise SandboxError("the sandbox has not been started")
-        (self._dir / "host").mkdir(mode=0o755, exist_ok=True)
-        path = self._dir / "host" / f"{name}-{secrets.token_hex(4)}"
-        path.mkdir(mode=0o755)
-        return path
+        return forks.new_host_dir(self._dir, name)
 
     async def commit(self, dest: Path) -> None:
-        """Kill every process, move the diff to ``dest`` (same filesystem) as an image layer, and stop.
-
-        Mount dirs the sandbox did not change are left out, so a layer only adds lower dirs it needs.
-        """
+        """Kill every process, move the diff to ``dest`` (same filesystem) as an image layer, and stop
+        (see commit.py)."""
         if self._dir is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
-        upper = self._dir / "upper"
-        if self._stack.layers:  # the diff since the image spans the snapshot layers: write it merged
-            sources = [upper, *self._stack.layers]
-            await asyncio.to_thread(layers.write_merged, sources, self.plan.mounts, dest)
-            await self.stop()
-            return
-        for sub in list(upper.iterdir()):
-            if not any(sub.iterdir()) and not os.listxattr(sub):
-                sub.rmdir()
-        await asyncio.to_thread(os.rename, upper, dest)
+        upper, mounts = self._dir / "upper", self.plan.mounts
+        await asyncio.to_thread(commit.move_diff, upper, self._stack.layers, mounts, dest)
         await self.stop()
 
     # ------------------------------------------------------------------ snapshots
@@ -667,23 +536,10 @@ class LocalSandbox(StartStopContext):
             return await self._request(request, stdin)
 
     async def _request(self, request: ExecRequest, stdin: bytes | None) -> Reply:
-        """Send ``request`` with a fresh reply socket (and ``stdin`` as a memfd), and read its reply."""
-        reply, child_reply = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        fds = [child_reply.fileno()]
-        stdin_fd = None if stdin is None else await _stdin_memfd(stdin)
-        if stdin_fd is not None:
-            fds.append(stdin_fd)
+        """Run ``request`` in a shepherd; no answer within its timeout plus a grace is a crash."""
         limit = None if request.timeout is None else request.timeout + EXEC_GRACE_S
         try:
-            with reply:
-                try:
-                    await self._send(InitChannel.encode_request(request), fds)
-                finally:
-                    child_reply.close()
-                    if stdin_fd is not None:
-                        os.close(stdin_fd)
-                reply.setblocking(False)
-                frame = await asyncio.wait_for(InitChannel.read_reply(reply), limit)
+            frame = await InitChannel.exchange(self._send, InitChannel.encode_request(request), stdin, limit)
         except TimeoutError as exc:
             await self._mark_crashed(f"the sandbox did not answer within {limit}s; it was stopped")
             raise SandboxCrashedError(self._state.why_not_running()) from exc
@@ -770,18 +626,3 @@ class LocalSandbox(StartStopContext):
         if reply.exit_code != 0:
             raise SandboxError(f"cannot read {path}: {reply.stderr.decode(errors='replace').strip()}")
         return reply.stdout
-
-
-async def _stdin_memfd(stdin: bytes) -> int:
-    """A memfd holding ``stdin``, at offset 0 (large inputs are written off the event loop)."""
-    fd = os.memfd_create("stdin")
-    try:
-        if len(stdin) < (1 << 16):
-            os.write(fd, stdin)
-        else:
-            await asyncio.to_thread(os.write, fd, stdin)
-        os.lseek(fd, 0, os.SEEK_SET)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd

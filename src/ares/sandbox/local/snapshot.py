@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from ares.errors import SandboxError
 from ares.sandbox.local import janitor, layers, limits, workspace
 from ares.sandbox.local.rootfs import OverlayMount, RootfsPlan
-from ares.sandbox.local.stack import LayerStack
+from ares.sandbox.local.stack import LayerStack, resolve_image
 from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
 
 if TYPE_CHECKING:
@@ -711,8 +711,6 @@ def _layer_path(path: str, mounts: Sequence[OverlayMount], *, whole_mount_ok: bo
 
 
 async def import_snapshot(path: Path, spec: SandboxSpec) -> FilesystemSnapshot:
-    from ares.sandbox.local.sandbox import resolve_image
-
     plan, _ = await resolve_image(spec.image)
     resources = limits.with_defaults(spec.resources, limits.DEFAULT_RESOURCES)
     byte_limit = None if resources.storage_mb is None else resources.storage_mb * (1 << 20)

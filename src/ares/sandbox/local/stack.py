@@ -3,7 +3,7 @@
 Bottom up: the image's mount plan, then snapshot layers (read-only dirs of upper-dir diffs, kept in
 ``snapshot.py``'s registry), and the plan of both together that the next start mounts. The stack
 only keeps these consistent; ``snapshot.py`` decides which layers to push or attach, and the
-sandbox pins the image at its first start and resets the stack when it stops.
+sandbox pins the image (``resolve_image``) at its first start and resets the stack when it stops.
 """
 
 from __future__ import annotations
@@ -12,8 +12,21 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ares.errors import SandboxError
+from ares.sandbox.base import ImageSpec
+from ares.sandbox.images.config import ImageConfig
+from ares.sandbox.local import workspace
 from ares.sandbox.local.rootfs import RootfsPlan
 from ares.sandbox.snapshots import FilesystemSnapshot
+
+
+async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
+    """The mount plan and defaults for ``image``: the host base, or a built (cached) image."""
+    if image.name is None and image.dockerfile_dir is None:
+        return await workspace.host_base_plan_async(), ImageConfig()
+    from ares.sandbox.images.resolve import resolve_local_image  # builder code only when needed
+
+    built = await resolve_local_image(image)
+    return built.plan, built.config
 
 
 def stacked(plan: RootfsPlan, layer_dirs: Sequence[Path]) -> RootfsPlan:
