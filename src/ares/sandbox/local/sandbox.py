@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import secrets
 import shlex
 import signal
 import socket
@@ -36,6 +35,7 @@ from ares.sandbox.base import (
 from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.images.config import ImageConfig
 from ares.sandbox.local import (
+    archive,
     commit,
     diff,
     forks,
@@ -396,30 +396,12 @@ class LocalSandbox(StartStopContext):
         over, and no command may be in flight (SandboxError). The object, its spec, limits, network
         and binds stay as they were.
         """
-        image = self._stack.image
-        if self._dir is None or image is None:
+        if self._dir is None or self._stack.image is None:
             raise SandboxError("the sandbox has not been started")
         local_snapshot.check_room(self._stack)
         with self._state.taking_snapshot():
             await self._kill_processes()
-            snapshot_id = secrets.token_hex(8)
-            try:
-                layer, mounted = await asyncio.to_thread(
-                    local_snapshot.freeze, self._stack, self._dir, snapshot_id
-                )
-            except Exception as exc:  # the diff stayed in the upper: go on without a snapshot
-                await self._restart()
-                raise SandboxError(
-                    f"the snapshot failed (the sandbox was restarted without it): {exc}"
-                ) from exc
-            local_snapshot.hold(self._stack, layer, snapshot_id, mounted)
-            chain = self._stack.layers
-            counted = asyncio.ensure_future(asyncio.to_thread(local_snapshot.count, chain, image.mounts))
-            try:
-                await self._restart()
-            finally:
-                changed, size = await counted
-        return local_snapshot.describe(self._stack, snapshot_id, changed, size)
+            return await local_snapshot.take(self._stack, self._dir, self._restart)
 
     @classmethod
     def from_snapshot(cls, snapshot: FilesystemSnapshot, spec: SandboxSpec) -> LocalSandbox:
@@ -434,12 +416,12 @@ class LocalSandbox(StartStopContext):
     @classmethod
     async def export_snapshot(cls, snapshot: FilesystemSnapshot, path: Path) -> None:
         """Write ``snapshot``'s diff to the dir ``path`` as ``manifest.json`` + ``diff.tar.gz``."""
-        await local_snapshot.export_snapshot(snapshot, path)
+        await archive.export_snapshot(snapshot, path)
 
     @classmethod
     async def import_snapshot(cls, path: Path, spec: SandboxSpec) -> FilesystemSnapshot:
         """Unpack an exported snapshot of ``spec``'s image into a new layer of this process."""
-        return await local_snapshot.import_snapshot(path, spec)
+        return await archive.import_snapshot(path, spec)
 
     @classmethod
     async def discard_snapshot(cls, snapshot: FilesystemSnapshot) -> None:
