@@ -470,43 +470,13 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
     """Run one command as a subreaper so that a timeout can kill everything it started."""
     apply_rlimits(req)
     start = time.monotonic()
-    child, problem = None, None
-    try:
-        if req.get("user"):
-            switch_user(req["user"], req["env"])
-        os.chdir(req["cwd"])
-    except LookupError as exc:
-        problem = f"ares sandbox: {exc.args[0]}\n"
-    except OSError as exc:
-        problem = f"ares sandbox: cannot use working directory {req['cwd']!r}: {exc.strerror}\n"
+    child, problem = None, enter_context(req)
     out_r, out_w = os.pipe2(os.O_CLOEXEC)
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
-    oom = None
-    if problem is None and "oom_score_adj" in req and OOM_FD is not None:
-        # The command inherits the score at spawn: it, not its shepherd, is the OOM killer's choice.
-        oom = (OOM_FD, os.pread(OOM_FD, 16, 0).strip())
-        os.write(OOM_FD, b"%d" % req["oom_score_adj"])
     if problem is None:
-        stdin = stdin_fd if stdin_fd is not None else os.open("/dev/null", os.O_RDONLY)
-        actions = [
-            (os.POSIX_SPAWN_DUP2, stdin, 0),
-            (os.POSIX_SPAWN_DUP2, out_w, 1),
-            (os.POSIX_SPAWN_DUP2, err_w, 2),
-        ]
-        if req.get("argv"):  # an exact command line, no shell and no PATH lookup
-            path, argv, env = req["argv"][0], list(req["argv"]), req["env"]
-        else:
-            path, argv, env = direct_argv(req) or (shell, [shell, "-c", req["cmd"]], req["env"])
-        try:
-            child = os.posix_spawn(
-                path, argv, env, file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS, setsigmask=(),
-            )  # fmt: skip
-        except OSError as exc:  # e.g. the pids limit leaves no process to spawn
-            problem = f"ares sandbox: cannot start the command: {exc.strerror}\n"
+        child, problem = spawn(req, stdin_fd, shell, out_w, err_w)
     os.close(out_w)
     os.close(err_w)
-    if oom is not None:
-        os.write(oom[0], oom[1])  # back to the shepherd's own score (never below its floor)
     status, timed_out, open_pipes = 126 << 8, False, set()
     captures = {out_r: Capture(None), err_r: Capture(None)}
     if child is not None:
@@ -523,6 +493,51 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
     reply.sendall(Wire.result(exit_code, timed_out, duration, stdout, stderr, out_dropped + err_dropped))
     reply.close()
     discard_until_closed(open_pipes)
+
+
+def enter_context(req: dict) -> str | None:
+    """Become the command's user and enter its working directory; a message if that fails."""
+    try:
+        if req.get("user"):
+            switch_user(req["user"], req["env"])
+        os.chdir(req["cwd"])
+    except LookupError as exc:
+        return f"ares sandbox: {exc.args[0]}\n"
+    except OSError as exc:
+        return f"ares sandbox: cannot use working directory {req['cwd']!r}: {exc.strerror}\n"
+    return None
+
+
+def spawn(
+    req: dict, stdin_fd: int | None, shell: str, out_w: int, err_w: int
+) -> tuple[int | None, str | None]:
+    """Start the command on the given stdin and output pipes: (its pid, None), or (None, why not)."""
+    oom = None
+    if "oom_score_adj" in req and OOM_FD is not None:
+        # The command inherits the score at spawn: it, not its shepherd, is the OOM killer's choice.
+        oom = os.pread(OOM_FD, 16, 0).strip()
+        os.write(OOM_FD, b"%d" % req["oom_score_adj"])
+    try:
+        stdin = stdin_fd if stdin_fd is not None else os.open("/dev/null", os.O_RDONLY)
+        actions = [
+            (os.POSIX_SPAWN_DUP2, stdin, 0),
+            (os.POSIX_SPAWN_DUP2, out_w, 1),
+            (os.POSIX_SPAWN_DUP2, err_w, 2),
+        ]
+        if req.get("argv"):  # an exact command line, no shell and no PATH lookup
+            path, argv, env = req["argv"][0], list(req["argv"]), req["env"]
+        else:
+            path, argv, env = direct_argv(req) or (shell, [shell, "-c", req["cmd"]], req["env"])
+        try:
+            child = os.posix_spawn(
+                path, argv, env, file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS, setsigmask=(),
+            )  # fmt: skip
+        except OSError as exc:  # e.g. the pids limit leaves no process to spawn
+            return None, f"ares sandbox: cannot start the command: {exc.strerror}\n"
+        return child, None
+    finally:
+        if oom is not None:
+            os.write(OOM_FD, oom)  # back to the shepherd's own score (never below its floor)
 
 
 def apply_rlimits(req: dict) -> None:
@@ -714,34 +729,8 @@ def main(ctl_fd: int, parent: int, zygote_child: bool = False) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     scrub_cmdline()
     tie_to_parent(parent)
-    fds: list[int] = []
     try:
-        cfg = Wire.recv(ctl, fds)
-        # Out of the OOM killer's reach, for pid 1 and every shepherd (needs root; unprivileged they
-        # stay at 0, still below the commands' 500).
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-            f.write(str(cfg["oom_score_adj"]))
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            cfg["cap_last"] = int(f.read())
-        flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
-        check(libc.unshare(flags), "unshare")
-        Wire.stage(ctl, Wire.STAGE_UNSHARED)
-        mapped = Wire.recv(ctl, fds)
-        if mapped.get(Wire.OP) != Wire.OP_MAPPED:
-            os._exit(1)
-        setup_filesystem(cfg, fds, mapped.get("resolv"))
-        if zygote_child:
-            # Becoming the namespace's root (a new host euid) cleared PR_SET_PDEATHSIG. A direct
-            # child relies on its control socket closing with the host; a zygote's must die with
-            # the zygote, and the zygote is single-threaded and lives as long as the host.
-            tie_to_parent(parent)
-        for fd in fds:
-            os.close(fd)
-        if Wire.recv(ctl, fds).get(Wire.OP) != Wire.OP_LIMITED:
-            os._exit(1)
-        # Now that the host has put us in the sandbox's cgroups, they become the root of what
-        # /proc/self/cgroup shows inside (no host cgroup path).
-        check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup namespace")
+        cfg = build_sandbox(ctl, parent, zygote_child)
     except Exception as exc:
         Wire.stage(ctl, Wire.STAGE_ERROR, error=f"{type(exc).__name__}: {exc}")
         os._exit(1)
@@ -754,21 +743,60 @@ def main(ctl_fd: int, parent: int, zygote_child: bool = False) -> None:
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     try:
-        enter_root(cfg)
-        remove_files(cfg.get("remove", ()))
-        harden(cfg)
-        shell = next((s for s in ("/bin/bash", "/bin/sh") if os.path.exists(s)), None)
-        if shell is None:
-            raise FileNotFoundError("the image has neither /bin/bash nor /bin/sh")
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
-            signal.signal(sig, signal.SIG_DFL)  # a pid namespace's init never gets these from inside
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps orphans for pid 1
+        shell = become_pid1(cfg)
         Wire.stage(ctl, Wire.STAGE_READY, shell=shell)
     except Exception as exc:
         Wire.stage(ctl, Wire.STAGE_ERROR, error=f"{type(exc).__name__}: {exc}")
         os._exit(1)
     serve(ctl, shell)
     os._exit(0)
+
+
+def build_sandbox(ctl: socket.socket, parent: int, zygote_child: bool) -> dict:
+    """The outer init's start-up steps (see the protocol above): new namespaces, id maps, the
+    filesystem, cgroups. Returns the host's config."""
+    fds: list[int] = []
+    cfg = Wire.recv(ctl, fds)
+    # Out of the OOM killer's reach, for pid 1 and every shepherd (needs root; unprivileged they
+    # stay at 0, still below the commands' 500).
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write(str(cfg["oom_score_adj"]))
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        cfg["cap_last"] = int(f.read())
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
+    check(libc.unshare(flags), "unshare")
+    Wire.stage(ctl, Wire.STAGE_UNSHARED)
+    mapped = Wire.recv(ctl, fds)
+    if mapped.get(Wire.OP) != Wire.OP_MAPPED:
+        os._exit(1)
+    setup_filesystem(cfg, fds, mapped.get("resolv"))
+    if zygote_child:
+        # Becoming the namespace's root (a new host euid) cleared PR_SET_PDEATHSIG. A direct
+        # child relies on its control socket closing with the host; a zygote's must die with
+        # the zygote, and the zygote is single-threaded and lives as long as the host.
+        tie_to_parent(parent)
+    for fd in fds:
+        os.close(fd)
+    if Wire.recv(ctl, fds).get(Wire.OP) != Wire.OP_LIMITED:
+        os._exit(1)
+    # Now that the host has put us in the sandbox's cgroups, they become the root of what
+    # /proc/self/cgroup shows inside (no host cgroup path).
+    check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup namespace")
+    return cfg
+
+
+def become_pid1(cfg: dict) -> str:
+    """As pid 1: enter the sandbox's root, drop what a sandbox must not have; returns its shell."""
+    enter_root(cfg)
+    remove_files(cfg.get("remove", ()))
+    harden(cfg)
+    shell = next((s for s in ("/bin/bash", "/bin/sh") if os.path.exists(s)), None)
+    if shell is None:
+        raise FileNotFoundError("the image has neither /bin/bash nor /bin/sh")
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_DFL)  # a pid namespace's init never gets these from inside
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps orphans for pid 1
+    return shell
 
 
 def tie_to_parent(parent: int) -> None:

@@ -146,63 +146,82 @@ def _write_tar(
             continue
         skip_below = None
         name = posixpath.basename(entry.path)
-        parent = posixpath.dirname(entry.path)
         if name.startswith(WHITEOUT_PREFIX):  # OCI reserves these names; one would read as a deletion
             counts.skip(entry.path, "name reserved for whiteouts")
             if entry.kind == "dir":
                 skip_below = entry.path + "/"
             continue
-        st = entry.st
         if entry.kind == "whiteout":
-            info = tarfile.TarInfo(posixpath.join(parent, WHITEOUT_PREFIX + name))
+            info = tarfile.TarInfo(posixpath.join(posixpath.dirname(entry.path), WHITEOUT_PREFIX + name))
             info.mode = 0o644
             tar.addfile(info)
             counts.whiteouts += 1
-            continue
-        info = tarfile.TarInfo(entry.path)
-        info.mode = stat.S_IMODE(st.st_mode)
-        info.uid, info.gid = _view_ids(st)
-        info.uname = info.gname = ""
-        info.mtime = int(st.st_mtime)
-        if entry.kind == "dir":
-            info.type = tarfile.DIRTYPE
-            tar.addfile(info)
-            counts.dirs += 1
-            if entry.opaque:
-                marker = tarfile.TarInfo(posixpath.join(entry.path, OPAQUE_MARKER))
-                marker.mode = 0o644
-                tar.addfile(marker)
-                counts.opaque_dirs += 1
-        elif entry.kind == "file":
-            key = (st.st_dev, st.st_ino)
-            if st.st_nlink > 1 and key in links:
-                info.type = tarfile.LNKTYPE
-                info.linkname = links[key]
-                tar.addfile(info)
-                counts.hardlinks += 1
-                continue
-            fd = os.open(entry.source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with os.fdopen(fd, "rb") as f:
-                info.size = os.fstat(f.fileno()).st_size
-                tar.addfile(info, f)
-            if st.st_nlink > 1:
-                links[key] = entry.path
-            counts.files += 1
-            counts.bytes += info.size
-        elif entry.kind == "symlink":
-            info.type = tarfile.SYMTYPE
-            info.linkname = os.readlink(entry.source)
-            if climbs_out(entry.path, info.linkname):
-                counts.skip(entry.path, "relative symlink climbing above /")
-                continue
-            tar.addfile(info)
-            counts.symlinks += 1
-        elif entry.kind == "fifo":
-            info.type = tarfile.FIFOTYPE
-            tar.addfile(info)
-            counts.fifos += 1
         else:
-            counts.skip(entry.path, "socket or device")
+            _add_member(tar, entry, links, counts)
+
+
+def _add_member(
+    tar: tarfile.TarFile, entry: layers.Entry, links: dict[tuple[int, int], str], counts: _Counts
+) -> None:
+    """One dir, file, symlink or fifo of the merged diff (with the sandbox's ids); ``links`` maps
+    files with several links, seen so far, to their first path."""
+    st = entry.st
+    info = tarfile.TarInfo(entry.path)
+    info.mode = stat.S_IMODE(st.st_mode)
+    info.uid, info.gid = _view_ids(st)
+    info.uname = info.gname = ""
+    info.mtime = int(st.st_mtime)
+    if entry.kind == "dir":
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+        counts.dirs += 1
+        if entry.opaque:
+            marker = tarfile.TarInfo(posixpath.join(entry.path, OPAQUE_MARKER))
+            marker.mode = 0o644
+            tar.addfile(marker)
+            counts.opaque_dirs += 1
+    elif entry.kind == "file":
+        _add_file(tar, entry, info, links, counts)
+    elif entry.kind == "symlink":
+        info.type = tarfile.SYMTYPE
+        info.linkname = os.readlink(entry.source)
+        if climbs_out(entry.path, info.linkname):
+            counts.skip(entry.path, "relative symlink climbing above /")
+            return
+        tar.addfile(info)
+        counts.symlinks += 1
+    elif entry.kind == "fifo":
+        info.type = tarfile.FIFOTYPE
+        tar.addfile(info)
+        counts.fifos += 1
+    else:
+        counts.skip(entry.path, "socket or device")
+
+
+def _add_file(
+    tar: tarfile.TarFile,
+    entry: layers.Entry,
+    info: tarfile.TarInfo,
+    links: dict[tuple[int, int], str],
+    counts: _Counts,
+) -> None:
+    """A regular file's content, or a hard link to the first path of a file archived already."""
+    st = entry.st
+    key = (st.st_dev, st.st_ino)
+    if st.st_nlink > 1 and key in links:
+        info.type = tarfile.LNKTYPE
+        info.linkname = links[key]
+        tar.addfile(info)
+        counts.hardlinks += 1
+        return
+    fd = os.open(entry.source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        info.size = os.fstat(f.fileno()).st_size
+        tar.addfile(info, f)
+    if st.st_nlink > 1:
+        links[key] = entry.path
+    counts.files += 1
+    counts.bytes += info.size
 
 
 # ---------------------------------------------------------------------- import
