@@ -595,7 +595,14 @@ def _table(path: str) -> list[list[str]]:
 
 
 def direct_argv(req: dict) -> tuple[str, list[str], dict] | None:
-    """(path, argv, env) for a plain command that needs no shell, else None."""
+    """(path, argv, env) for a plain command that needs no shell, else None (bash runs it).
+
+    Plain: single-space-separated words of PLAIN_CHARS, the first no SHELL_WORDS entry, assignment
+    or option, naming an executable file by path or on the request's PATH, looked up from the
+    current dir (the shepherd is in the command's cwd by now). The env is what bash would export.
+    tests/sandbox/test_local_direct_argv.py checks this against ``bash -c`` and lists where it is
+    known to differ (PWD of a non-canonical cwd, BASH_ENV, exported functions, scripts without #!).
+    """
     cmd = req["cmd"].strip()
     argv = cmd.split(" ")
     if not all(word and PLAIN_CHARS.issuperset(word) for word in argv):

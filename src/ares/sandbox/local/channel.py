@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ares.errors import SandboxCrashedError
+from ares.sandbox.base import ExecResult
 
 #: What the host sends on the control socket (``op``), and the init's start-up stages (``stage``).
 OP, STAGE, ERROR = "op", "stage", "error"
@@ -61,6 +62,15 @@ class Reply:
     output_dropped: int = 0
     #: Why the shepherd could not run the command at all (the other fields are then empty).
     error: str | None = None
+
+    def result(self) -> ExecResult:
+        return ExecResult(
+            stdout=self.stdout.decode(errors="replace"),
+            stderr=self.stderr.decode(errors="replace"),
+            exit_code=self.exit_code,
+            timed_out=self.timed_out,
+            duration_s=self.duration_s,
+        )
 
 
 class InitChannel:

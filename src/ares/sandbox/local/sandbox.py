@@ -6,6 +6,12 @@ an unprivileged host id range (``userns``) and the image layers are idmapped clo
 is the invoking user. Commands are sent over a SOCK_SEQPACKET socket with a per-command reply socket
 passed along, so concurrent ``exec`` calls never share a stream. Killing pid 1 tears the whole sandbox
 down: every process in its pid namespace dies and its mounts vanish with its mount namespace.
+
+This module is the lifecycle and the commands; the rest lives by concept: the wire protocol
+(``channel.py``), the start-up dialogue (``startup.py``), the states and who may change them
+(``state.py``), the image and snapshot layers (``stack.py``, ``snapshot.py``, ``archive.py``),
+verifier forks (``forks.py``), the trusted-shell cache (``shells.py``) and the builder's commit
+(``commit.py``).
 """
 
 from __future__ import annotations
@@ -478,19 +484,13 @@ class LocalSandbox(StartStopContext):
             user=user,
             output_limit=self._output_limit,
         )
-        err = reply.stderr.decode(errors="replace")
-        exit_code, timed_out = reply.exit_code, reply.timed_out
-        hit = None if sandbox_limits is None else sandbox_limits.limit_hit(before, exit_code, timed_out, err)
+        result = reply.result()
+        hit = None
+        if sandbox_limits is not None:
+            hit = sandbox_limits.limit_hit(before, result.exit_code, result.timed_out, result.stderr)
         if hit is None and reply.output_dropped:
             hit = "output"
-        return ExecResult(
-            stdout=reply.stdout.decode(errors="replace"),
-            stderr=err,
-            exit_code=exit_code,
-            timed_out=timed_out,
-            duration_s=reply.duration_s,
-            limit_hit=hit,
-        )
+        return replace(result, limit_hit=hit)
 
     async def _run(
         self,
