@@ -103,7 +103,7 @@ async def test_snapshot_freezes_files_and_the_sandbox_goes_on(prepared: LocalSan
     snap = await sb.snapshot()
     assert Capability.SNAPSHOT in sb.capabilities and snap.backend == "local"
     assert snap.changed_paths > 0 and snap.size_bytes >= len("one") + len("deep")
-    assert [str(p) for p in sb._layers] == snap.metadata["layers"] == snap.ref.split(":")
+    assert [str(p) for p in sb._stack.layers] == snap.metadata["layers"] == snap.ref.split(":")
     # Same object, still usable; processes were not carried over; the diff restarted empty.
     assert host_processes_with("sleep 4321") == []
     assert await state(sb) == before
@@ -246,7 +246,7 @@ async def test_verifier_and_commit_see_changes_made_before_a_snapshot(
         r = await full.sandbox.exec("cat /usr/bin/forged-tool /opt/late /workspace/after")
         assert r.stdout == "forgedlateafter"
     dest = tmp_path / "layer"
-    committed_plan = sb._image_plan
+    committed_plan = sb._stack.image
     await sb.commit(dest)
     assert committed_plan is not None
     image = LocalSandbox(plan=committed_plan.stacked_on(dest))

@@ -12,8 +12,9 @@ stdlib's own format needs no import, where json would pull in ``re`` and cost ev
                                              init -> host  {"stage": "forked", "pid": <host pid of pid 1>}
                                              init -> host  {"stage": "ready", "shell": ...}
   host -> init   {"op": "exec", ...} + fds [reply socket, stdin memfd?]
-A forked "shepherd" runs each command and answers on its own reply socket: a 4-byte length, a JSON
-header (marshal), then stdout and stderr bytes. Closing the control socket ends the sandbox.
+A forked "shepherd" runs each command and answers on its own reply socket: a 4-byte length, a header
+dict, then stdout and stderr bytes. Closing the control socket ends the sandbox. ``Wire`` frames all
+of it (``channel.py`` is the host's end; a test checks that both name the same keys).
 
 The host puts the init in the sandbox's cgroups before pid 1 exists (so every process is limited),
 with oom_score_adj -1000 inherited by pid 1 and the shepherds; commands get 500. Pid 1 keeps signals
@@ -96,20 +97,65 @@ def mount(src: str | None, target: str, fstype: str | None, flags: int = 0, data
     check(libc.mount(enc(src), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)), f"mount {target}")
 
 
-def send(sock: socket.socket, msg: dict) -> None:
-    sock.send(marshal.dumps(msg))
+class Wire:
+    """This end of the host's wire protocol (``channel.py`` is the host's): marshal dicts on the
+    control socket, and a command's reply frame (a 4-byte length, a header, stdout, stderr)."""
 
+    OP, STAGE, ERROR = "op", "stage", "error"
+    OP_FDS, OP_MAPPED, OP_LIMITED = "fds", "mapped", "limited"
+    STAGE_UNSHARED, STAGE_FORKED, STAGE_READY, STAGE_ERROR = "unshared", "forked", "ready", "error"
+    EXIT_CODE, TIMED_OUT, DURATION_S = "exit_code", "timed_out", "duration_s"
+    STDOUT_LEN, STDERR_LEN, OUTPUT_DROPPED = "stdout_len", "stderr_len", "output_dropped"
+    LENGTH = struct.Struct("!I")
 
-def recv(sock: socket.socket, fds: list[int]) -> dict:
-    """The next message that is not an fd batch; fd batches are appended to ``fds``."""
-    while True:
-        data, got, _, _ = socket.recv_fds(sock, 1 << 20, 250)
-        if not data:
-            raise EOFError("host closed the control socket")
-        msg = marshal.loads(data)
-        if msg.get("op") != "fds":
-            return msg
-        fds.extend(got)
+    encode = staticmethod(marshal.dumps)
+    decode = staticmethod(marshal.loads)
+
+    @classmethod
+    def send(cls, sock: socket.socket, msg: dict) -> None:
+        sock.send(cls.encode(msg))
+
+    @classmethod
+    def stage(cls, sock: socket.socket, stage: str, **fields: object) -> None:
+        """Tell the host how far start-up got."""
+        cls.send(sock, {cls.STAGE: stage, **fields})
+
+    @classmethod
+    def recv(cls, sock: socket.socket, fds: list[int]) -> dict:
+        """The next message that is not an fd batch; fd batches are appended to ``fds``."""
+        while True:
+            data, got, _, _ = socket.recv_fds(sock, 1 << 20, 250)
+            if not data:
+                raise EOFError("host closed the control socket")
+            msg = cls.decode(data)
+            if msg.get(cls.OP) != cls.OP_FDS:
+                return msg
+            fds.extend(got)
+
+    @classmethod
+    def frame(cls, header: dict, stdout: bytes = b"", stderr: bytes = b"") -> bytes:
+        data = cls.encode(header)
+        return cls.LENGTH.pack(len(data)) + data + stdout + stderr
+
+    @classmethod
+    def result(
+        cls, exit_code: int, timed_out: bool, duration_s: float, out: bytes, err: bytes, dropped: int = 0
+    ) -> bytes:
+        """The reply frame of a command that ran (or failed to start, exit code 126)."""
+        header = {
+            cls.EXIT_CODE: exit_code,
+            cls.TIMED_OUT: timed_out,
+            cls.DURATION_S: duration_s,
+            cls.STDOUT_LEN: len(out),
+            cls.STDERR_LEN: len(err),
+            cls.OUTPUT_DROPPED: dropped,
+        }
+        return cls.frame(header, out, err)
+
+    @classmethod
+    def error(cls, message: str) -> bytes:
+        """The reply frame of a shepherd that could not run its command at all."""
+        return cls.frame({cls.ERROR: message})
 
 
 # ---------------------------------------------------------------------- filesystem (outer init)
@@ -424,23 +470,54 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
     """Run one command as a subreaper so that a timeout can kill everything it started."""
     apply_rlimits(req)
     start = time.monotonic()
-    child, problem = None, None
+    child, problem = None, enter_context(req)
+    out_r, out_w = os.pipe2(os.O_CLOEXEC)
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    if problem is None:
+        child, problem = spawn(req, stdin_fd, shell, out_w, err_w)
+    os.close(out_w)
+    os.close(err_w)
+    status, timed_out, open_pipes = 126 << 8, False, set()
+    captures = {out_r: Capture(None), err_r: Capture(None)}
+    if child is not None:
+        status, timed_out, captures, open_pipes = collect(
+            child, [out_r, err_r], req.get("timeout"), req.get("output_limit")
+        )
+    code = os.waitstatus_to_exitcode(status)
+    stdout, out_dropped = captures[out_r].value()
+    stderr, err_dropped = captures[err_r].value()
+    if problem is not None:
+        stderr += problem.encode()
+    exit_code = code if code >= 0 else 128 - code
+    duration = time.monotonic() - start
+    reply.sendall(Wire.result(exit_code, timed_out, duration, stdout, stderr, out_dropped + err_dropped))
+    reply.close()
+    discard_until_closed(open_pipes)
+
+
+def enter_context(req: dict) -> str | None:
+    """Become the command's user and enter its working directory; a message if that fails."""
     try:
         if req.get("user"):
             switch_user(req["user"], req["env"])
         os.chdir(req["cwd"])
     except LookupError as exc:
-        problem = f"ares sandbox: {exc.args[0]}\n"
+        return f"ares sandbox: {exc.args[0]}\n"
     except OSError as exc:
-        problem = f"ares sandbox: cannot use working directory {req['cwd']!r}: {exc.strerror}\n"
-    out_r, out_w = os.pipe2(os.O_CLOEXEC)
-    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        return f"ares sandbox: cannot use working directory {req['cwd']!r}: {exc.strerror}\n"
+    return None
+
+
+def spawn(
+    req: dict, stdin_fd: int | None, shell: str, out_w: int, err_w: int
+) -> tuple[int | None, str | None]:
+    """Start the command on the given stdin and output pipes: (its pid, None), or (None, why not)."""
     oom = None
-    if problem is None and "oom_score_adj" in req and OOM_FD is not None:
+    if "oom_score_adj" in req and OOM_FD is not None:
         # The command inherits the score at spawn: it, not its shepherd, is the OOM killer's choice.
-        oom = (OOM_FD, os.pread(OOM_FD, 16, 0).strip())
+        oom = os.pread(OOM_FD, 16, 0).strip()
         os.write(OOM_FD, b"%d" % req["oom_score_adj"])
-    if problem is None:
+    try:
         stdin = stdin_fd if stdin_fd is not None else os.open("/dev/null", os.O_RDONLY)
         actions = [
             (os.POSIX_SPAWN_DUP2, stdin, 0),
@@ -456,35 +533,11 @@ def shepherd(req: dict, reply: socket.socket, stdin_fd: int | None, shell: str) 
                 path, argv, env, file_actions=actions, setsid=True, setsigdef=RESET_SIGNALS, setsigmask=(),
             )  # fmt: skip
         except OSError as exc:  # e.g. the pids limit leaves no process to spawn
-            problem = f"ares sandbox: cannot start the command: {exc.strerror}\n"
-    os.close(out_w)
-    os.close(err_w)
-    if oom is not None:
-        os.write(oom[0], oom[1])  # back to the shepherd's own score (never below its floor)
-    status, timed_out, open_pipes = 126 << 8, False, set()
-    captures = {out_r: Capture(None), err_r: Capture(None)}
-    if child is not None:
-        status, timed_out, captures, open_pipes = collect(
-            child, [out_r, err_r], req.get("timeout"), req.get("output_limit")
-        )
-    code = os.waitstatus_to_exitcode(status)
-    stdout, out_dropped = captures[out_r].value()
-    stderr, err_dropped = captures[err_r].value()
-    if problem is not None:
-        stderr += problem.encode()
-    header = marshal.dumps(
-        {
-            "exit_code": code if code >= 0 else 128 - code,
-            "timed_out": timed_out,
-            "duration_s": time.monotonic() - start,
-            "stdout_len": len(stdout),
-            "stderr_len": len(stderr),
-            "output_dropped": out_dropped + err_dropped,
-        }
-    )
-    reply.sendall(struct.pack("!I", len(header)) + header + stdout + stderr)
-    reply.close()
-    discard_until_closed(open_pipes)
+            return None, f"ares sandbox: cannot start the command: {exc.strerror}\n"
+        return child, None
+    finally:
+        if oom is not None:
+            os.write(OOM_FD, oom)  # back to the shepherd's own score (never below its floor)
 
 
 def apply_rlimits(req: dict) -> None:
@@ -497,12 +550,8 @@ def apply_rlimits(req: dict) -> None:
 
 def refuse(reply_fd: int, message: str) -> None:
     """Answer a command that cannot start as a failed run (exit code 126) with ``message`` on stderr."""
-    body = message.encode()
-    header = marshal.dumps(
-        {"exit_code": 126, "timed_out": False, "duration_s": 0.0, "stdout_len": 0, "stderr_len": len(body)}
-    )
     with contextlib.suppress(OSError), socket.socket(fileno=os.dup(reply_fd)) as reply:
-        reply.sendall(struct.pack("!I", len(header)) + header + body)
+        reply.sendall(Wire.result(126, False, 0.0, b"", message.encode()))
 
 
 def switch_user(spec: str, env: dict) -> None:
@@ -546,7 +595,14 @@ def _table(path: str) -> list[list[str]]:
 
 
 def direct_argv(req: dict) -> tuple[str, list[str], dict] | None:
-    """(path, argv, env) for a plain command that needs no shell, else None."""
+    """(path, argv, env) for a plain command that needs no shell, else None (bash runs it).
+
+    Plain: single-space-separated words of PLAIN_CHARS, the first no SHELL_WORDS entry, assignment
+    or option, naming an executable file by path or on the request's PATH, looked up from the
+    current dir (the shepherd is in the command's cwd by now). The env is what bash would export.
+    tests/sandbox/test_local_direct_argv.py checks this against ``bash -c`` and lists where it is
+    known to differ (PWD of a non-canonical cwd, BASH_ENV, exported functions, scripts without #!).
+    """
     cmd = req["cmd"].strip()
     argv = cmd.split(" ")
     if not all(word and PLAIN_CHARS.issuperset(word) for word in argv):
@@ -593,11 +649,10 @@ def fork_shepherd(ctl: socket.socket, shell: str) -> socket.socket | None:
                 os.set_inheritable(fd, False)
             with socket.socket(fileno=fds[0]) as reply:
                 try:
-                    shepherd(marshal.loads(data), reply, fds[1] if len(fds) > 1 else None, shell)
+                    shepherd(Wire.decode(data), reply, fds[1] if len(fds) > 1 else None, shell)
                 except Exception as exc:
-                    header = marshal.dumps({"error": f"{type(exc).__name__}: {exc}"})
                     with contextlib.suppress(OSError):
-                        reply.sendall(struct.pack("!I", len(header)) + header)
+                        reply.sendall(Wire.error(f"{type(exc).__name__}: {exc}"))
     finally:
         os._exit(0)
 
@@ -681,61 +736,74 @@ def main(ctl_fd: int, parent: int, zygote_child: bool = False) -> None:
     ctl = socket.socket(fileno=ctl_fd)
     scrub_cmdline()
     tie_to_parent(parent)
-    fds: list[int] = []
     try:
-        cfg = recv(ctl, fds)
-        # Out of the OOM killer's reach, for pid 1 and every shepherd (needs root; unprivileged they
-        # stay at 0, still below the commands' 500).
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-            f.write(str(cfg["oom_score_adj"]))
-        with open("/proc/sys/kernel/cap_last_cap") as f:
-            cfg["cap_last"] = int(f.read())
-        flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
-        check(libc.unshare(flags), "unshare")
-        send(ctl, {"stage": "unshared"})
-        mapped = recv(ctl, fds)
-        if mapped.get("op") != "mapped":
-            os._exit(1)
-        setup_filesystem(cfg, fds, mapped.get("resolv"))
-        if zygote_child:
-            # Becoming the namespace's root (a new host euid) cleared PR_SET_PDEATHSIG. A direct
-            # child relies on its control socket closing with the host; a zygote's must die with
-            # the zygote, and the zygote is single-threaded and lives as long as the host.
-            tie_to_parent(parent)
-        for fd in fds:
-            os.close(fd)
-        if recv(ctl, fds).get("op") != "limited":
-            os._exit(1)
-        # Now that the host has put us in the sandbox's cgroups, they become the root of what
-        # /proc/self/cgroup shows inside (no host cgroup path).
-        check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup namespace")
+        cfg = build_sandbox(ctl, parent, zygote_child)
     except Exception as exc:
-        send(ctl, {"stage": "error", "error": f"{type(exc).__name__}: {exc}"})
+        Wire.stage(ctl, Wire.STAGE_ERROR, error=f"{type(exc).__name__}: {exc}")
         os._exit(1)
     pid1 = os.fork()
     if pid1:  # stay as the parent so pid 1 dies with us (and we die with the host)
-        send(ctl, {"stage": "forked", "pid": pid1})
+        Wire.stage(ctl, Wire.STAGE_FORKED, pid=pid1)
         ctl.close()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         _, status = os.waitpid(pid1, 0)
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     try:
-        enter_root(cfg)
-        remove_files(cfg.get("remove", ()))
-        harden(cfg)
-        shell = next((s for s in ("/bin/bash", "/bin/sh") if os.path.exists(s)), None)
-        if shell is None:
-            raise FileNotFoundError("the image has neither /bin/bash nor /bin/sh")
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
-            signal.signal(sig, signal.SIG_DFL)  # a pid namespace's init never gets these from inside
-        signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps orphans for pid 1
-        send(ctl, {"stage": "ready", "shell": shell})
+        shell = become_pid1(cfg)
+        Wire.stage(ctl, Wire.STAGE_READY, shell=shell)
     except Exception as exc:
-        send(ctl, {"stage": "error", "error": f"{type(exc).__name__}: {exc}"})
+        Wire.stage(ctl, Wire.STAGE_ERROR, error=f"{type(exc).__name__}: {exc}")
         os._exit(1)
     serve(ctl, shell)
     os._exit(0)
+
+
+def build_sandbox(ctl: socket.socket, parent: int, zygote_child: bool) -> dict:
+    """The outer init's start-up steps (see the protocol above): new namespaces, id maps, the
+    filesystem, cgroups. Returns the host's config."""
+    fds: list[int] = []
+    cfg = Wire.recv(ctl, fds)
+    # Out of the OOM killer's reach, for pid 1 and every shepherd (needs root; unprivileged they
+    # stay at 0, still below the commands' 500).
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write(str(cfg["oom_score_adj"]))
+    with open("/proc/sys/kernel/cap_last_cap") as f:
+        cfg["cap_last"] = int(f.read())
+    flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET
+    check(libc.unshare(flags), "unshare")
+    Wire.stage(ctl, Wire.STAGE_UNSHARED)
+    mapped = Wire.recv(ctl, fds)
+    if mapped.get(Wire.OP) != Wire.OP_MAPPED:
+        os._exit(1)
+    setup_filesystem(cfg, fds, mapped.get("resolv"))
+    if zygote_child:
+        # Becoming the namespace's root (a new host euid) cleared PR_SET_PDEATHSIG. A direct
+        # child relies on its control socket closing with the host; a zygote's must die with
+        # the zygote, and the zygote is single-threaded and lives as long as the host.
+        tie_to_parent(parent)
+    for fd in fds:
+        os.close(fd)
+    if Wire.recv(ctl, fds).get(Wire.OP) != Wire.OP_LIMITED:
+        os._exit(1)
+    # Now that the host has put us in the sandbox's cgroups, they become the root of what
+    # /proc/self/cgroup shows inside (no host cgroup path).
+    check(libc.unshare(CLONE_NEWCGROUP), "unshare cgroup namespace")
+    return cfg
+
+
+def become_pid1(cfg: dict) -> str:
+    """As pid 1: enter the sandbox's root, drop what a sandbox must not have; returns its shell."""
+    enter_root(cfg)
+    remove_files(cfg.get("remove", ()))
+    harden(cfg)
+    shell = next((s for s in ("/bin/bash", "/bin/sh") if os.path.exists(s)), None)
+    if shell is None:
+        raise FileNotFoundError("the image has neither /bin/bash nor /bin/sh")
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_DFL)  # a pid namespace's init never gets these from inside
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernel reaps orphans for pid 1
+    return shell
 
 
 def tie_to_parent(parent: int) -> None:
@@ -819,7 +887,7 @@ def fork_init(sock: socket.socket, fds: list[int], fresh: dict) -> None:
 def answer(reply: int, msg: dict, fds: list[int]) -> None:
     """Send the zygote's reply; a host that gave up on the request (closed its end) is not an error."""
     with contextlib.suppress(OSError), socket.socket(fileno=os.dup(reply)) as s:
-        socket.send_fds(s, [marshal.dumps(msg)], fds)
+        socket.send_fds(s, [Wire.encode(msg)], fds)
 
 
 def close_fds_except(keep: set[int]) -> None:

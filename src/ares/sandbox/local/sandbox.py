@@ -6,33 +6,34 @@ an unprivileged host id range (``userns``) and the image layers are idmapped clo
 is the invoking user. Commands are sent over a SOCK_SEQPACKET socket with a per-command reply socket
 passed along, so concurrent ``exec`` calls never share a stream. Killing pid 1 tears the whole sandbox
 down: every process in its pid namespace dies and its mounts vanish with its mount namespace.
+
+This module is the lifecycle and the commands; the rest lives by concept: the wire protocol
+(``channel.py``), the start-up dialogue (``startup.py``), the states and who may change them
+(``state.py``), the image and snapshot layers (``stack.py``, ``snapshot.py``, ``archive.py``),
+verifier forks (``forks.py``), the trusted-shell cache (``shells.py``) and the builder's commit
+(``commit.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import marshal
 import os
-import secrets
-import select
 import shlex
 import signal
 import socket
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ares.errors import SandboxCrashedError, SandboxError, SandboxUnavailableError
+from ares.errors import SandboxCrashedError, SandboxError
 from ares.sandbox import trusted_shell
 from ares.sandbox.base import (
     BindMount,
     DiffSummary,
     ExecResult,
     FileMap,
-    ImageSpec,
     Resources,
     SandboxSpec,
     StartStopContext,
@@ -40,10 +41,27 @@ from ares.sandbox.base import (
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.images.config import ImageConfig
-from ares.sandbox.local import diff, janitor, layers, limits, loopback, seccomp, userns, workspace, zygote
+from ares.sandbox.local import (
+    archive,
+    commit,
+    diff,
+    forks,
+    janitor,
+    limits,
+    loopback,
+    seccomp,
+    shells,
+    startup,
+    userns,
+    workspace,
+    zygote,
+)
 from ares.sandbox.local import snapshot as local_snapshot
+from ares.sandbox.local.channel import ExecRequest, InitChannel, Reply
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
 from ares.sandbox.local.rootfs import RootfsPlan
+from ares.sandbox.local.stack import LayerStack, resolve_image
+from ares.sandbox.local.state import SandboxState
 from ares.sandbox.snapshots import FilesystemSnapshot
 
 if TYPE_CHECKING:
@@ -56,44 +74,9 @@ DEFAULT_ENV = {
     "TERM": "dumb",
 }
 START_TIMEOUT_S = 30.0
-#: Each image's trusted shell for the verifier (see ``LocalSandbox.trusted_shell``), by mount plan.
-_SHELLS: dict[tuple[int, RootfsPlan], tuple[Path, trusted_shell.ShellBundle] | None] = {}
 # How long past a command's own timeout we wait before declaring the sandbox unresponsive.
 EXEC_GRACE_S = 30.0
-#: File descriptors per control message (the kernel takes at most 253).
-FDS_PER_MESSAGE = 200
 KILLED_FROM_INSIDE = "ares sandbox: the command's supervisor was killed from inside the sandbox\n"
-
-
-def _decode(data: bytes) -> dict[str, Any]:
-    """A message of the init (marshal: the init's side must not import json, see _init.py). Only
-    ARES's own processes hold the other end of these sockets; a malformed one is a crashed sandbox."""
-    try:
-        msg = marshal.loads(data)
-    except (EOFError, ValueError, TypeError) as exc:
-        raise SandboxCrashedError(f"the sandbox init sent a malformed message: {exc}") from exc
-    if not isinstance(msg, dict):
-        raise SandboxCrashedError(f"the sandbox init sent a malformed message: {type(msg).__name__}")
-    return msg
-
-
-async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
-    """The mount plan and defaults for ``image``: the host base, or a built (cached) image."""
-    if image.name is None and image.dockerfile_dir is None:
-        return await workspace.host_base_plan_async(), ImageConfig()
-    from ares.sandbox.images.resolve import resolve_local_image  # builder code only when needed
-
-    built = await resolve_local_image(image)
-    return built.plan, built.config
-
-
-def _checked_bind(bind: BindMount) -> BindMount:
-    target = PurePosixPath(bind.target)
-    if not target.is_absolute() or ".." in target.parts or str(target) == "/":
-        raise SandboxError(f"bind target {bind.target!r} must be an absolute path below /, without '..'")
-    if not Path(bind.source).is_dir():
-        raise SandboxError(f"bind source {bind.source} is not a directory")
-    return bind
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,42 +119,34 @@ class LocalSandbox(StartStopContext):
         ``remove_files`` are deleted from the sandbox's view before its first command (start-up hooks
         the verifier must not honour)."""
         self.spec = spec or SandboxSpec()
-        self._plan = plan
         self._image_config = image_config or ImageConfig()
         self._scratch_dir = scratch_dir
         self._default_resources = default_resources
         self._output_limit = output_limit
-        self._binds = tuple(_checked_bind(b) for b in binds)
+        self._binds = tuple(startup.checked_bind(b) for b in binds)
         self._remove_files = tuple(remove_files)
         self._dir: Path | None = None
         self._proc: zygote.InitProcess | None = None
-        self._ctl: socket.socket | None = None
+        self._ctl: InitChannel | None = None
         self._pids: list[int] = []
         self._shell = "/bin/sh"
-        self._crashed: str | None = None
+        self._state = SandboxState()
         self._limit_mode = limits.resolve_mode(limit_mode)
         self._limits: SandboxLimits | None = None
         self._limits_report: LimitsReport | None = None
         self._ids: userns.IdRange | None = None
         self._network: UserNetwork | None = None
-        # Snapshots (see local/snapshot.py): the image's plan, the snapshot layers stacked on it
-        # (topmost first), the snapshot to start from, commands in flight.
-        self._image_plan: RootfsPlan | None = None
-        self._layers: tuple[Path, ...] = ()
-        self._restore: FilesystemSnapshot | None = None
-        self._busy = 0
-        self._snapshotting = False
-        self._no_snapshot: str | None = None
+        self._stack = LayerStack(plan)  # the image, and the snapshot layers on it (see stack.py)
 
     # ------------------------------------------------------------------ lifecycle
     @property
     def running(self) -> bool:
-        return self._ctl is not None
+        return self._state.running
 
     @property
     def crashed(self) -> str | None:
         """Why the sandbox died on its own (None while it runs or after a plain ``stop()``)."""
-        return None if self._crashed == "the sandbox was stopped" else self._crashed
+        return self._state.crashed
 
     @property
     def diff_dir(self) -> Path:
@@ -203,26 +178,27 @@ class LocalSandbox(StartStopContext):
 
     @property
     def plan(self) -> RootfsPlan:
-        if self._plan is None:
+        if self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
-        return self._plan
+        return self._stack.plan
 
     async def start(self) -> None:
-        if self._ctl is not None:
+        if self._state.running:
             raise SandboxError("the sandbox is already running")
-        self._crashed = None
-        if self._plan is None:
-            self._plan, self._image_config = await resolve_image(self.spec.image)
-        self._image_plan = self._image_plan or self._plan
+        self._state.starting()
+        resolved = None
+        if self._stack.plan is None:
+            resolved, self._image_config = await resolve_image(self.spec.image)
+        self._stack.pin(resolved)
         program = await self._seccomp_program()
         resources = limits.with_defaults(self.spec.resources, self._default_resources)
         if limits.requested(resources):
             self._limits = SandboxLimits(resources, self._limit_mode, task_set=self.spec.resources)
         prepare = None if self._limits is None else self._limits.mount_storage
         try:
-            if self._restore is not None:  # the image plus the snapshot's layers, held from now on
-                self._plan = await local_snapshot.attach(self, self._restore, self._image_plan)
-            self._dir = workspace.new_sandbox_dir(self._plan, self._scratch_dir, prepare)
+            if self._stack.restore is not None:  # the image plus the snapshot's layers, held from now on
+                local_snapshot.attach(self._stack, self.spec.image)
+            self._dir = workspace.new_sandbox_dir(self.plan, self._scratch_dir, prepare)
         except BaseException:
             await self.stop()
             raise
@@ -249,28 +225,30 @@ class LocalSandbox(StartStopContext):
     def _prepare_upper(self) -> None:
         """The workdir and bind targets as real dirs of the (empty) upper, so no component of their
         paths is a symlink the diff below planted."""
-        assert self._dir is not None and self._plan is not None
+        assert self._dir is not None
         for path in (self.spec.workdir, *(b.target for b in self._binds)):
-            mount, rel = diff.mount_of(path, self._plan.mounts)
+            mount, rel = diff.mount_of(path, self.plan.mounts)
             (self._dir / "upper" / mount.key / rel).mkdir(parents=True, exist_ok=True)
 
     async def _restart(self) -> None:
-        """A fresh init on ``self._plan`` in this sandbox's dir, limits, ids and network, after a
+        """A fresh init on ``self.plan`` in this sandbox's dir, limits, ids and network, after a
         snapshot replaced the upper dirs (the processes are dead)."""
-        self._crashed = None
+        self._state.starting()
         self._prepare_upper()
         try:
             await asyncio.wait_for(self._launch(await self._seccomp_program()), START_TIMEOUT_S)
         except BaseException as exc:
             await self._mark_crashed(f"the sandbox did not restart after a snapshot: {exc}")
             if isinstance(exc, Exception):
-                raise SandboxCrashedError(self._crashed) from exc
+                raise SandboxCrashedError(self._state.why_not_running()) from exc
             raise
 
     async def _launch(self, program: bytes | None) -> None:
-        assert self._dir is not None and self._plan is not None
+        assert self._dir is not None
         # Forked by this process's zygote (or spawned directly when it cannot be used).
-        self._ctl, self._proc = await zygote.start_init(self._dir / "init.log")
+        sock, self._proc = await zygote.start_init(self._dir / "init.log")
+        self._ctl = InitChannel(sock)
+        self._state.launched()
         self._pids = [self._proc.pid]
         janitor.register(str(id(self)), self._pids, self._dir, self._release_limits)
         # Moving a process into a v1 cgroup waits for an RCU grace period (~10 ms): done while the
@@ -286,119 +264,41 @@ class LocalSandbox(StartStopContext):
                     await attached
 
     async def _configure(self, program: bytes | None, attached: asyncio.Future[None]) -> None:
-        """The start-up dialogue with the init (see _init.py's protocol)."""
-        assert self._dir is not None and self._plan is not None and self._proc is not None
-        layers = list(dict.fromkeys(path for m in self._plan.mounts for path in m.lower))
-        index = {path: i for i, path in enumerate(layers)}
-        config = {
-            "root": str(self._dir / "root"),
-            "stage": str(self._dir / "stage"),
-            "scratch": str(self._dir),
-            "layers": layers,
-            "mounts": [
-                {"target": m.target, "layers": [index[p] for p in m.lower], "key": m.key}
-                for m in self._plan.mounts
-            ],
-            "hostname": self.spec.hostname,
-            "idmapped": self._ids is not None,
-            "seccomp": program,
-            "oom_score_adj": limits.HELPER_OOM_SCORE_ADJ,
-            "binds": [
-                {"source": str(b.source), "target": b.target, "readonly": b.read_only} for b in self._binds
-            ],
-            "remove": list(self._remove_files),
-        }
-        await self._send(marshal.dumps(config))
-        await self._expect("unshared")
-        pid = self._proc.pid
-        clones = [(path, 0) for path in (*layers, str(self._dir))]
-        clones += [
-            (str(b.source), userns.BIND_READ_ONLY if b.read_only else userns.BIND_WRITABLE)
-            for b in self._binds
-        ]
-        fds = await asyncio.to_thread(self._map_ids, pid, clones)
-        resolv = None
-        if self.spec.network:
-            from ares.sandbox.local import network  # pasta/slirp4netns only for sandboxes that want it
-
-            self._network = await network.attach(pid)
-            resolv = self._network.resolv_conf
+        """The start-up dialogue with the init (see _init.py's protocol and startup.py)."""
+        assert self._dir is not None and self._proc is not None and self._ctl is not None
+        dialogue = startup.InitDialogue(self._ctl, self._send, self._dir)
+        config = startup.InitConfig(
+            self._dir,
+            self.plan,
+            self.spec.hostname,
+            idmapped=self._ids is not None,
+            seccomp=program,
+            binds=self._binds,
+            remove=self._remove_files,
+        )
+        fds = await dialogue.unshare(config, self._proc.pid, self._ids)
         try:
-            for i in range(0, len(fds), FDS_PER_MESSAGE):
-                await self._send(marshal.dumps({"op": "fds"}), fds[i : i + FDS_PER_MESSAGE])
+            resolv = await self._attach_network(self._proc.pid)
+            await dialogue.send_fds(fds)
         finally:
             for fd in fds:
                 os.close(fd)
-        await self._send(marshal.dumps({"op": "mapped", "resolv": resolv}))
+        await dialogue.mapped(resolv)
         await attached
-        await self._send(marshal.dumps({"op": "limited"}))
-        stages: dict[str, dict[str, Any]] = {}
-        while not {"forked", "ready"} <= stages.keys():
-            msg = await self._recv_stage()
-            stages[msg["stage"]] = msg
-            if msg["stage"] == "forked":
-                self._pids.insert(0, int(msg["pid"]))
-        self._shell = stages["ready"]["shell"]
+        self._shell = await dialogue.limited(self._pids)
+
+    async def _attach_network(self, pid: int) -> str | None:
+        """The user-mode network, if the spec wants one; returns its resolver config."""
+        if not self.spec.network:
+            return None
+        from ares.sandbox.local import network  # pasta/slirp4netns only for sandboxes that want it
+
+        self._network = await network.attach(pid)
+        return self._network.resolv_conf
 
     def _attach_cgroups(self, pid: int) -> None:
         if self._limits is not None:
             self._limits.attach(pid)
-
-    def _map_ids(self, pid: int, mounts: list[tuple[str, int]]) -> list[int]:
-        """Write the init's uid/gid maps; return idmapped clones of ``mounts`` (path, mount flags)
-        when root-run (for the init to mount)."""
-        proc = Path(f"/proc/{pid}")
-        fds: list[int] = []
-        try:
-            if self._ids is not None:
-                (proc / "uid_map").write_text(self._ids.map_line())
-                (proc / "gid_map").write_text(self._ids.map_line())
-                user_ns = os.open(proc / "ns" / "user", os.O_RDONLY | os.O_CLOEXEC)
-                try:
-                    for path, flags in mounts:
-                        fds.append(userns.idmapped_clone(path, user_ns, flags=flags))
-                finally:
-                    os.close(user_ns)
-            else:
-                (proc / "setgroups").write_text("deny\n")
-                (proc / "uid_map").write_text(f"0 {os.geteuid()} 1\n")
-                (proc / "gid_map").write_text(f"0 {os.getegid()} 1\n")
-        except BaseException:
-            for fd in fds:
-                os.close(fd)
-            raise
-        return fds
-
-    async def _recv_stage(self) -> dict[str, Any]:
-        assert self._ctl is not None
-        try:
-            data = await asyncio.get_running_loop().sock_recv(self._ctl, 1 << 16)
-        except ConnectionResetError:
-            data = b""
-        if not data:
-            raise SandboxUnavailableError(self._start_failure("the sandbox init exited during start-up"))
-        msg: dict[str, Any] = _decode(data)
-        if msg.get("stage") == "error":
-            raise SandboxUnavailableError(self._start_failure(msg["error"]))
-        return msg
-
-    async def _expect(self, stage: str) -> None:
-        msg = await self._recv_stage()
-        if msg.get("stage") != stage:
-            raise SandboxError(f"sandbox init protocol error: expected {stage!r}, got {msg!r}")
-
-    def _start_failure(self, reason: str) -> str:
-        log = ""
-        if self._dir is not None and (self._dir / "init.log").exists():
-            log = (self._dir / "init.log").read_text(errors="replace").strip()[-2000:]
-        hint = (
-            "The local sandbox needs Linux user namespaces (sysctl user.max_user_namespaces > 0, and "
-            "kernel.unprivileged_userns_clone=1 / kernel.apparmor_restrict_unprivileged_userns=0 when "
-            "not root), overlayfs mounts inside them (Linux >= 5.11) and, run as root, idmapped mounts "
-            "(Linux >= 5.19). `ares doctor` checks this machine; use the docker backend where these are "
-            "unavailable."
-        )
-        return f"cannot start the local sandbox: {reason}. {hint}" + (f"\ninit log:\n{log}" if log else "")
 
     async def stop(self) -> None:
         """Kill every process of the sandbox and delete its files. Safe to call twice."""
@@ -409,11 +309,9 @@ class LocalSandbox(StartStopContext):
         path, self._dir = self._dir, None
         if path is not None:
             await asyncio.to_thread(janitor.remove_tree, path)
-        held, self._layers = self._layers, ()
+        held = self._stack.reset()  # a later start() begins from the image (or its snapshot)
         if held:
-            await asyncio.to_thread(local_snapshot.release, held, self)
-        if self._image_plan is not None:  # a later start() begins from the image (or its snapshot)
-            self._plan = self._image_plan
+            await asyncio.to_thread(local_snapshot.release, held, self._stack.owner)
 
     def _release_limits(self) -> None:
         """Undo what outlives the processes: cgroups, the disk tmpfs, the id range."""
@@ -431,10 +329,10 @@ class LocalSandbox(StartStopContext):
         crashed sandbox too (its files stay until ``stop()``, which must come after the fork has
         stopped).
         """
-        if self._dir is None or self._plan is None:
+        if self._dir is None or self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
-        return self._sibling(self._plan.stacked_on(self._dir / "upper"))
+        return self._sibling(self._stack.plan.stacked_on(self._dir / "upper"))
 
     def _sibling(
         self,
@@ -454,7 +352,7 @@ class LocalSandbox(StartStopContext):
             binds=binds,
             remove_files=remove_files,
         )
-        sibling._no_snapshot = "a frozen or verifier fork cannot be snapshotted; snapshot the sandbox itself"
+        sibling._stack.sealed = "a frozen or verifier fork cannot be snapshotted; snapshot the sandbox itself"
         return sibling
 
     async def fork_verifier(
@@ -468,74 +366,37 @@ class LocalSandbox(StartStopContext):
         state). Either way the fork says what changed outside ``outputs`` (or the workdir). This
         sandbox's files stay until its ``stop()``, which must come after the fork's.
         """
-        if self._dir is None or self._plan is None:
+        if self._dir is None or self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
-        upper, plan = self._dir / "upper", self._plan
-        kept = tuple(outputs) if outputs is not None else (self.spec.workdir,)
-        # After snapshots the agent's diff is the upper over the snapshot layers, read as one.
-        sources = [upper, *self._layers] if self._layers else upper
-        outside = await asyncio.to_thread(diff.summarize_outside, sources, plan.mounts, kept)
-        if outputs is None:
-            plan = plan.stacked_on(upper)
-        else:
-            layer = self._dir / "outputs"
-            if not layer.exists():  # a second fork reuses the outputs carried by the first
-                if self._layers:  # copied (linked where possible): the layers are shared with others
-                    sources = [upper, *self._layers]
-                    await asyncio.to_thread(layers.write_merged, sources, plan.mounts, layer, kept)
-                else:
-                    await asyncio.to_thread(diff.carry_outputs, upper, plan.mounts, kept, layer)
-            plan = (self._image_plan or plan).stacked_on(layer)
+        plan, outside = await forks.verifier_plan(self._dir, self._stack, outputs, self.spec.workdir)
         return VerifierFork(self._sibling(plan, binds, trusted_shell.IGNORED_HOOKS), outside)
 
     async def trusted_shell(self) -> tuple[Path, trusted_shell.ShellBundle] | None:
         """The image's own bash, captured once per image and process from a pristine sandbox into a
         host dir that a verifier fork binds at ``trusted_shell.SHELL_DIR`` (None: no bash)."""
-        if self._plan is None:
+        if self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
-        plan = self._image_plan or self._plan  # never an agent's snapshot layer
-        key = (os.getpid(), plan)  # a forked process has its own dirs
-        if key not in _SHELLS:
-            pristine = self._sibling(plan, spec=replace(self.spec, network=False))
-            async with pristine:
-                bundle = await trusted_shell.capture_shell(pristine)
-            if bundle is None:
-                _SHELLS[key] = None
-            else:
-                dest = workspace.process_dir() / f"shell-{secrets.token_hex(6)}"
-                await asyncio.to_thread(bundle.write, dest)
-                _SHELLS.setdefault(key, (dest, bundle))
-        return _SHELLS[key]
+        plan = self._stack.image or self._stack.plan  # never an agent's snapshot layer
+        return await shells.image_shell(
+            plan, lambda: self._sibling(plan, spec=replace(self.spec, network=False))
+        )
 
     def host_dir(self, name: str) -> Path:
         """A new empty host directory that lives (and is deleted) with this sandbox: a bind source
         for a fork, on the filesystem the sandbox's mounts already use."""
         if self._dir is None:
             raise SandboxError("the sandbox has not been started")
-        (self._dir / "host").mkdir(mode=0o755, exist_ok=True)
-        path = self._dir / "host" / f"{name}-{secrets.token_hex(4)}"
-        path.mkdir(mode=0o755)
-        return path
+        return forks.new_host_dir(self._dir, name)
 
     async def commit(self, dest: Path) -> None:
-        """Kill every process, move the diff to ``dest`` (same filesystem) as an image layer, and stop.
-
-        Mount dirs the sandbox did not change are left out, so a layer only adds lower dirs it needs.
-        """
+        """Kill every process, move the diff to ``dest`` (same filesystem) as an image layer, and stop
+        (see commit.py)."""
         if self._dir is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
-        upper = self._dir / "upper"
-        if self._layers:  # the diff since the image spans the snapshot layers: write it merged
-            assert self._plan is not None
-            await asyncio.to_thread(layers.write_merged, [upper, *self._layers], self._plan.mounts, dest)
-            await self.stop()
-            return
-        for sub in list(upper.iterdir()):
-            if not any(sub.iterdir()) and not os.listxattr(sub):
-                sub.rmdir()
-        await asyncio.to_thread(os.rename, upper, dest)
+        upper, mounts = self._dir / "upper", self.plan.mounts
+        await asyncio.to_thread(commit.move_diff, upper, self._stack.layers, mounts, dest)
         await self.stop()
 
     # ------------------------------------------------------------------ snapshots
@@ -548,7 +409,12 @@ class LocalSandbox(StartStopContext):
         over, and no command may be in flight (SandboxError). The object, its spec, limits, network
         and binds stay as they were.
         """
-        return await local_snapshot.take(self)
+        if self._dir is None or self._stack.image is None:
+            raise SandboxError("the sandbox has not been started")
+        local_snapshot.check_room(self._stack)
+        with self._state.taking_snapshot():
+            await self._kill_processes()
+            return await local_snapshot.take(self._stack, self._dir, self._restart)
 
     @classmethod
     def from_snapshot(cls, snapshot: FilesystemSnapshot, spec: SandboxSpec) -> LocalSandbox:
@@ -557,18 +423,18 @@ class LocalSandbox(StartStopContext):
         of another image; a snapshot whose layers this process does not hold is refused here."""
         local_snapshot.check_restorable(snapshot)
         sandbox = cls(spec)
-        sandbox._restore = snapshot
+        sandbox._stack.restore = snapshot
         return sandbox
 
     @classmethod
     async def export_snapshot(cls, snapshot: FilesystemSnapshot, path: Path) -> None:
         """Write ``snapshot``'s diff to the dir ``path`` as ``manifest.json`` + ``diff.tar.gz``."""
-        await local_snapshot.export_snapshot(snapshot, path)
+        await archive.export_snapshot(snapshot, path)
 
     @classmethod
     async def import_snapshot(cls, path: Path, spec: SandboxSpec) -> FilesystemSnapshot:
         """Unpack an exported snapshot of ``spec``'s image into a new layer of this process."""
-        return await local_snapshot.import_snapshot(path, spec)
+        return await archive.import_snapshot(path, spec)
 
     @classmethod
     async def discard_snapshot(cls, snapshot: FilesystemSnapshot) -> None:
@@ -578,6 +444,7 @@ class LocalSandbox(StartStopContext):
     async def _kill_processes(self) -> None:
         """Kill pid 1 (its namespace dies with it) and let its parent reap it, then reap the parent."""
         ctl, self._ctl = self._ctl, None
+        self._state.halting()
         if ctl is not None:
             ctl.close()
         victims = self._pids[:1] if len(self._pids) > 1 else self._pids
@@ -590,15 +457,11 @@ class LocalSandbox(StartStopContext):
         user_network, self._network = self._network, None
         if user_network is not None:
             await user_network.stop()
-        self._crashed = self._crashed or "the sandbox was stopped"
+        self._state.halted()
 
     def _init_alive(self) -> bool:
         """Whether pid 1 still holds its end of the control socket (it closes when pid 1 dies)."""
-        if self._ctl is None:
-            return False
-        poller = select.poll()
-        poller.register(self._ctl, select.POLLIN | select.POLLHUP | select.POLLERR)
-        return not poller.poll(0)
+        return self._ctl is not None and self._ctl.alive()
 
     # ------------------------------------------------------------------ commands
     async def exec(
@@ -618,7 +481,7 @@ class LocalSandbox(StartStopContext):
         lookup; ``cmd`` then only names it in errors."""
         sandbox_limits = self._limits
         before = (0, 0) if sandbox_limits is None else sandbox_limits.counters()
-        header, stdout, stderr = await self._run(
+        reply = await self._run(
             cmd,
             argv=argv,
             cwd=cwd,
@@ -628,19 +491,13 @@ class LocalSandbox(StartStopContext):
             user=user,
             output_limit=self._output_limit,
         )
-        err = stderr.decode(errors="replace")
-        exit_code, timed_out = int(header["exit_code"]), bool(header["timed_out"])
-        hit = None if sandbox_limits is None else sandbox_limits.limit_hit(before, exit_code, timed_out, err)
-        if hit is None and header.get("output_dropped"):
+        result = reply.result()
+        hit = None
+        if sandbox_limits is not None:
+            hit = sandbox_limits.limit_hit(before, result.exit_code, result.timed_out, result.stderr)
+        if hit is None and reply.output_dropped:
             hit = "output"
-        return ExecResult(
-            stdout=stdout.decode(errors="replace"),
-            stderr=err,
-            exit_code=exit_code,
-            timed_out=timed_out,
-            duration_s=float(header["duration_s"]),
-            limit_hit=hit,
-        )
+        return replace(result, limit_hit=hit)
 
     async def _run(
         self,
@@ -653,119 +510,55 @@ class LocalSandbox(StartStopContext):
         stdin: bytes | None = None,
         user: str | None = None,
         output_limit: int | None = None,
-    ) -> tuple[dict[str, Any], bytes, bytes]:
-        if self._snapshotting:
-            raise SandboxError("the sandbox is being snapshotted; run commands after snapshot() returns")
-        if self._ctl is None:
-            raise SandboxError(self._crashed or "the sandbox is not running; call start() first")
-        self._busy += 1
-        try:
-            return await self._request(cmd, argv, cwd, env, timeout_s, stdin, user, output_limit)
-        finally:
-            self._busy -= 1
+    ) -> Reply:
+        request = ExecRequest(
+            cmd=cmd,
+            argv=None if argv is None else list(argv),
+            cwd=cwd or self.spec.workdir,
+            env={**DEFAULT_ENV, **self._image_config.env, **self.spec.env, **(env or {})},
+            timeout=timeout_s,
+            user=user if user is not None else self._image_config.user,
+            output_limit=output_limit,
+            limits=self._limits.request_fields if self._limits is not None else {},
+        )
+        with self._state.running_command():
+            return await self._request(request, stdin)
 
-    async def _request(
-        self,
-        cmd: str,
-        argv: Sequence[str] | None,
-        cwd: str | None,
-        env: Mapping[str, str] | None,
-        timeout_s: float | None,
-        stdin: bytes | None,
-        user: str | None,
-        output_limit: int | None,
-    ) -> tuple[dict[str, Any], bytes, bytes]:
-        full_env = {**DEFAULT_ENV, **self._image_config.env, **self.spec.env, **(env or {})}
-        request = {
-            "op": "exec",
-            "cmd": cmd,
-            "argv": None if argv is None else list(argv),
-            "cwd": cwd or self.spec.workdir,
-            "env": full_env,
-            "timeout": timeout_s,
-            "user": user if user is not None else self._image_config.user,
-            "output_limit": output_limit,
-        }
-        if self._limits is not None:
-            request.update(self._limits.request_fields)
-        reply, child_reply = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        fds = [child_reply.fileno()]
-        stdin_fd = None
-        if stdin is not None:
-            stdin_fd = os.memfd_create("stdin")
-            os.write(stdin_fd, stdin) if len(stdin) < (1 << 16) else await asyncio.to_thread(
-                os.write, stdin_fd, stdin
-            )
-            os.lseek(stdin_fd, 0, os.SEEK_SET)
-            fds.append(stdin_fd)
+    async def _request(self, request: ExecRequest, stdin: bytes | None) -> Reply:
+        """Run ``request`` in a shepherd; no answer within its timeout plus a grace is a crash."""
+        limit = None if request.timeout is None else request.timeout + EXEC_GRACE_S
         try:
-            with reply:
-                try:
-                    await self._send(marshal.dumps(request), fds)
-                finally:
-                    child_reply.close()
-                    if stdin_fd is not None:
-                        os.close(stdin_fd)
-                reply.setblocking(False)
-                limit = None if timeout_s is None else timeout_s + EXEC_GRACE_S
-                data = await asyncio.wait_for(self._read_all(reply), limit)
+            frame = await InitChannel.exchange(self._send, InitChannel.encode_request(request), stdin, limit)
         except TimeoutError as exc:
             await self._mark_crashed(f"the sandbox did not answer within {limit}s; it was stopped")
-            raise SandboxCrashedError(self._crashed) from exc
-        if len(data) < 4:
+            raise SandboxCrashedError(self._state.why_not_running()) from exc
+        return await self._checked(request.cmd, InitChannel.decode_reply(frame))
+
+    async def _checked(self, cmd: str, reply: Reply | None) -> Reply:
+        """``reply``, or why there is none: a shepherd the agent killed, a crash, a refusal."""
+        if reply is None:
             if self._init_alive():  # only this command's shepherd died: the agent killed it
-                return (
-                    {"exit_code": 137, "timed_out": False, "duration_s": 0.0},
-                    b"",
-                    KILLED_FROM_INSIDE.encode(),
-                )
+                return Reply(137, False, 0.0, b"", KILLED_FROM_INSIDE.encode())
             await self._mark_crashed("the sandbox died while running a command")
-            raise SandboxCrashedError(f"{self._crashed}: {cmd[:200]!r}")
-        (hlen,) = struct.unpack("!I", data[:4])
-        header = _decode(data[4 : 4 + hlen])
-        if "error" in header:
-            raise SandboxError(f"the sandbox could not run {cmd[:200]!r}: {header['error']}")
-        body = data[4 + hlen :]
-        out_len = header["stdout_len"]
-        return header, body[:out_len], body[out_len:]
+            raise SandboxCrashedError(f"{self._state.why_not_running()}: {cmd[:200]!r}")
+        if reply.error is not None:
+            raise SandboxError(f"the sandbox could not run {cmd[:200]!r}: {reply.error}")
+        return reply
 
     async def _mark_crashed(self, reason: str) -> None:
         """The sandbox died or stopped answering: kill what is left but keep its files, so the
         episode can still verify what the agent did (``fork_frozen``) before ``stop()``."""
-        if self._crashed is None:
-            self._crashed = reason
+        self._state.crash(reason)
         await self._kill_processes()
 
-    @staticmethod
-    async def _read_all(sock: socket.socket) -> bytes:
-        loop = asyncio.get_running_loop()
-        chunks = []
-        while chunk := await loop.sock_recv(sock, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-    async def _send(self, data: bytes, fds: list[int] | None = None) -> None:
-        sock = self._ctl
-        if sock is None:
-            raise SandboxError(self._crashed or "the sandbox is not running")
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                if fds:
-                    socket.send_fds(sock, [data], fds)
-                else:
-                    sock.send(data)
-                return
-            except BlockingIOError:
-                writable = loop.create_future()
-                loop.add_writer(sock, writable.set_result, None)
-                try:
-                    await writable
-                finally:
-                    loop.remove_writer(sock)
-            except (BrokenPipeError, ConnectionResetError) as exc:
-                await self._mark_crashed("the sandbox init process is gone")
-                raise SandboxCrashedError(self._crashed) from exc
+    async def _send(self, data: bytes, fds: Sequence[int] = ()) -> None:
+        if self._ctl is None:
+            raise SandboxError(self._state.why_not_running("the sandbox is not running"))
+        try:
+            await self._ctl.send(data, fds)
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            await self._mark_crashed("the sandbox init process is gone")
+            raise SandboxCrashedError(self._state.why_not_running()) from exc
 
     # ------------------------------------------------------------------ host services
     async def listen_loopback(self, port: int = 0) -> socket.socket:
@@ -773,21 +566,21 @@ class LocalSandbox(StartStopContext):
         (see ``LoopbackListener`` and ``loopback.py``). A snapshot restarts the sandbox's namespaces:
         listen again after one."""
         loopback.check_port(port)
-        if self._snapshotting:
+        if self._state.snapshotting:
             raise SandboxError(
                 "cannot listen: the sandbox is being snapshotted; listen after snapshot() returns"
             )
-        if self._ctl is None or self._proc is None:
-            raise SandboxError(
-                f"cannot listen: {self._crashed or 'the sandbox is not running; call start() first'}"
-            )
+        if not self._state.running or self._proc is None:
+            raise SandboxError(f"cannot listen: {self._state.why_not_running()}")
         # The outer init shares pid 1's namespaces and, unlike pid 1, stays dumpable when ARES is
         # unprivileged. It outlives pid 1, whose control socket is still open after the open: so
         # the pid named the init, not a recycled pid.
         net = loopback.open_net_namespace(self._proc.pid)
         try:
             if not self._init_alive():
-                raise SandboxError(f"cannot listen: {self._crashed or 'the sandbox init is gone'}")
+                raise SandboxError(
+                    f"cannot listen: {self._state.why_not_running('the sandbox init is gone')}"
+                )
             return await loopback.listen_in(net, port)
         finally:
             os.close(net)
@@ -808,18 +601,17 @@ class LocalSandbox(StartStopContext):
 
     async def download(self, src: str, dest: Path) -> None:
         path = PurePosixPath(src)
-        header, archive, err = await self._run(
-            f"tar -cf - -C {shlex.quote(str(path.parent))} {shlex.quote(path.name)}", cwd="/"
-        )
-        if header["exit_code"] != 0:
-            raise SandboxError(f"download of {src} failed: {err.decode(errors='replace').strip()}")
+        archive = f"tar -cf - -C {shlex.quote(str(path.parent))} {shlex.quote(path.name)}"
+        reply = await self._run(archive, cwd="/")
+        if reply.exit_code != 0:
+            raise SandboxError(f"download of {src} failed: {reply.stderr.decode(errors='replace').strip()}")
         staging = dest.parent / f".{dest.name}.ares-download"
-        await asyncio.to_thread(extract_tar, archive, staging)
+        await asyncio.to_thread(extract_tar, reply.stdout, staging)
         await asyncio.to_thread(os.replace, staging / path.name, dest)
         await asyncio.to_thread(janitor.remove_tree, staging)
 
     async def read_file(self, path: str) -> bytes:
-        header, data, err = await self._run(f"cat -- {shlex.quote(path)}", cwd="/")
-        if header["exit_code"] != 0:
-            raise SandboxError(f"cannot read {path}: {err.decode(errors='replace').strip()}")
-        return data
+        reply = await self._run(f"cat -- {shlex.quote(path)}", cwd="/")
+        if reply.exit_code != 0:
+            raise SandboxError(f"cannot read {path}: {reply.stderr.decode(errors='replace').strip()}")
+        return reply.stdout

@@ -11,11 +11,7 @@ Root-run with a disk limit, a sandbox's dir is its own tmpfs: its layer is renam
 and bind-mounted at ``snapshots/<id>`` (the tmpfs then lives as long as the layer). Layers are
 removed when no snapshot names them any more (``discard_snapshot``) and no sandbox stacks them, and
 in any case when the process exits (the janitor's atexit/SIGTERM path; the next process sweeps them
-after a SIGKILL).
-
-Export writes the merged diff as ``manifest.json`` + ``diff.tar.gz`` (OCI whiteouts, sandbox ids);
-import unpacks such an archive into a new layer with real overlay whiteouts and opaque marks,
-refusing anything that is not a plain file tree (see ``import_archive``).
+after a SIGKILL). Moving snapshots between processes is ``archive.py``'s.
 """
 
 from __future__ import annotations
@@ -27,40 +23,23 @@ import datetime
 import hashlib
 import json
 import os
-import posixpath
 import secrets
-import stat
-import tarfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ares.errors import SandboxError
 from ares.sandbox.local import janitor, layers, limits, workspace
 from ares.sandbox.local.rootfs import OverlayMount, RootfsPlan
-from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
+from ares.sandbox.local.stack import LayerStack
+from ares.sandbox.snapshots import FilesystemSnapshot
 
 if TYPE_CHECKING:
-    from ares.sandbox.base import SandboxSpec
-    from ares.sandbox.local.sandbox import LocalSandbox
+    from ares.sandbox.base import ImageSpec
 
 BACKEND = "local"
-MANIFEST = "manifest.json"
-DIFF = "diff.tar.gz"
-#: A member name of an OCI layer that marks a deletion, and one that marks an opaque dir.
-WHITEOUT_PREFIX = ".wh."
-OPAQUE_MARKER = ".wh..wh..opq"
-#: Sandbox ids an archive may hold (a root-run sandbox maps 65,536 ids).
-ID_LIMIT = 65_536
-#: Unprivileged, host ids other than the invoking user's show as this inside (the overflow id).
-OVERFLOW_ID = 65_534
-MANIFEST_LIMIT = 1 << 20
-MAX_MEMBERS = 2_000_000
-#: Paths a manifest lists by name among those export left out.
-KEEP_SKIPPED = 20
-GZIP_LEVEL = 6
 #: Snapshot layers a sandbox may stack (overlayfs takes at most 500 lower layers per mount, and a
 #: root-run start holds one idmapped clone per layer open at once).
 MAX_CHAIN = 200
@@ -133,15 +112,8 @@ def layers_of(snapshot: FilesystemSnapshot) -> tuple[Path, ...]:
     return tuple(out)
 
 
-def stacked(plan: RootfsPlan, layer_dirs: Sequence[Path]) -> RootfsPlan:
-    """``plan`` with ``layer_dirs`` (topmost first) on top."""
-    for layer in reversed(layer_dirs):
-        plan = plan.stacked_on(layer)
-    return plan
-
-
 # ---------------------------------------------------------------------- lifetimes
-def _register(
+def register(
     path: Path,
     mounts: Sequence[OverlayMount],
     *,
@@ -159,23 +131,24 @@ def _register(
     janitor.register(f"layer:{path}", [], path, _unmounter(path) if mounted else None)
 
 
-def use(layer_dirs: Sequence[Path], sandbox: LocalSandbox, holder: str | None = None) -> None:
-    """``sandbox`` stacks these layers (until ``release``); ``holder``, a new snapshot, names them."""
+def use(layer_dirs: Sequence[Path], user: int, holder: str | None = None) -> None:
+    """A sandbox's stack (``user``, its owner id) stacks these layers (until ``release``);
+    ``holder``, a new snapshot, names them."""
     with _lock:
         for path in layer_dirs:
             layer = _layers[str(path)]
-            layer.users.add(id(sandbox))
+            layer.users.add(user)
             if holder is not None:
                 layer.holders.add(holder)
 
 
-def release(layer_dirs: Sequence[Path], sandbox: LocalSandbox) -> None:
-    """``sandbox`` stopped: remove the layers nothing needs any more."""
+def release(layer_dirs: Sequence[Path], user: int) -> None:
+    """The sandbox of stack ``user`` stopped: remove the layers nothing needs any more."""
     with _lock:
         for path in layer_dirs:
             layer = _layers.get(str(path))
             if layer is not None:
-                layer.users.discard(id(sandbox))
+                layer.users.discard(user)
     _collect(layer_dirs)
 
 
@@ -230,19 +203,26 @@ def _unmounter(path: Path) -> Callable[[], None]:
     return unmount
 
 
+def mounts_of(chain: Sequence[Path]) -> tuple[OverlayMount, ...]:
+    """The mounts of the image plan the layers of ``chain`` were made against."""
+    with _lock:
+        return _layers[str(chain[0])].mounts if chain else ()
+
+
 # ---------------------------------------------------------------------- snapshot
-def _freeze(sandbox: LocalSandbox, snapshot_id: str) -> tuple[Path, bool]:
-    """Move the sandbox's non-empty upper dirs into a new layer dir (renames only) and leave fresh,
-    empty upper dirs in their place. Returns (layer dir, whether it is a bind mount)."""
-    assert sandbox._dir is not None
-    upper = sandbox._dir / "upper"
+def freeze(stack: LayerStack, sandbox_dir: Path, snapshot_id: str) -> tuple[Path, bool]:
+    """Move the non-empty upper dirs of the sandbox in ``sandbox_dir`` into a new layer dir (renames
+    only) and leave fresh, empty upper dirs in their place. Returns (layer dir, whether it is a bind
+    mount). Blocking: call it in a thread, with the sandbox's processes dead."""
+    assert stack.plan is not None
+    upper = sandbox_dir / "upper"
     dest = snapshots_dir() / snapshot_id
     same_fs = _same_filesystem(upper, dest.parent)
     if same_fs:
         staging = dest
     elif _may_mount():  # the upper is the sandbox's own tmpfs: keep the layer there
-        (sandbox._dir / "snapshots").mkdir(mode=0o700, exist_ok=True)
-        staging = sandbox._dir / "snapshots" / snapshot_id
+        (sandbox_dir / "snapshots").mkdir(mode=0o700, exist_ok=True)
+        staging = sandbox_dir / "snapshots" / snapshot_id
     else:
         staging = None
     moved: list[str] = []
@@ -254,7 +234,7 @@ def _freeze(sandbox: LocalSandbox, snapshot_id: str) -> tuple[Path, bool]:
                 moved.append(sub.name)
     else:  # another filesystem we may not mount from: copy (slow, but the upper stays consistent)
         try:
-            layers.write_merged([upper], sandbox.plan.mounts, dest)
+            layers.write_merged([upper], stack.plan.mounts, dest)
         except BaseException:
             janitor.remove_tree(dest)
             raise
@@ -290,51 +270,56 @@ def _changed_attrs(upper_dir: Path) -> bool:
     return any(name in layers.OPAQUE_XATTRS for name in os.listxattr(upper_dir))
 
 
-async def take(sandbox: LocalSandbox) -> FilesystemSnapshot:
-    """``LocalSandbox.snapshot()``: see the module doc."""
-    if sandbox._dir is None or sandbox._plan is None or sandbox._image_plan is None:
-        raise SandboxError("the sandbox has not been started")
-    if sandbox._no_snapshot is not None:
-        raise SandboxError(sandbox._no_snapshot)
-    if sandbox._snapshotting:
-        raise SandboxError("a snapshot of this sandbox is already being taken")
-    if sandbox._ctl is None:
-        raise SandboxError(sandbox._crashed or "the sandbox is not running")
-    if sandbox._busy:
+def check_room(stack: LayerStack) -> None:
+    """Refuse a snapshot that ``stack`` cannot take on (a fork's, or a chain at its limit)."""
+    if stack.sealed is not None:
+        raise SandboxError(stack.sealed)
+    if len(stack.layers) >= MAX_CHAIN:
         raise SandboxError(
-            f"cannot snapshot while {sandbox._busy} command(s) run in the sandbox: snapshots are taken "
-            "between commands (await them first)"
-        )
-    if len(sandbox._layers) >= MAX_CHAIN:
-        raise SandboxError(
-            f"this sandbox already stacks {len(sandbox._layers)} snapshot layers (at most {MAX_CHAIN}); "
+            f"this sandbox already stacks {len(stack.layers)} snapshot layers (at most {MAX_CHAIN}); "
             "export the last snapshot and import it to start a new chain from one merged layer"
         )
-    sandbox._snapshotting = True
+
+
+def hold(stack: LayerStack, layer: Path, snapshot_id: str, mounted: bool) -> None:
+    """A layer ``freeze`` made: registered for the new snapshot (which also names every layer below
+    it) and pushed onto ``stack``."""
+    assert stack.image is not None
+    register(layer, stack.image.mounts, holder=snapshot_id, user=stack.owner, mounted=mounted)
+    use(stack.layers, stack.owner, holder=snapshot_id)
+    stack.push(layer)
+
+
+async def take(
+    stack: LayerStack, sandbox_dir: Path, restart: Callable[[], Awaitable[None]]
+) -> FilesystemSnapshot:
+    """``LocalSandbox.snapshot()`` once the sandbox in ``sandbox_dir`` is dead: freeze its diff into
+    a layer pushed onto ``stack``, and ``restart`` it on top. A failed freeze leaves the diff in the
+    upper dirs: the sandbox restarts without a snapshot."""
+    assert stack.image is not None
+    snapshot_id = secrets.token_hex(8)
     try:
-        await sandbox._kill_processes()
-        snapshot_id = secrets.token_hex(8)
-        try:
-            layer, mounted = await asyncio.to_thread(_freeze, sandbox, snapshot_id)
-        except Exception as exc:  # the diff stayed in the upper: go on without a snapshot
-            await sandbox._restart()
-            raise SandboxError(f"the snapshot failed (the sandbox was restarted without it): {exc}") from exc
-        _register(layer, sandbox._image_plan.mounts, holder=snapshot_id, user=id(sandbox), mounted=mounted)
-        use(sandbox._layers, sandbox, holder=snapshot_id)
-        sandbox._layers = (layer, *sandbox._layers)
-        sandbox._plan = stacked(sandbox._image_plan, sandbox._layers)
-        chain = sandbox._layers
-        counted = asyncio.ensure_future(asyncio.to_thread(_count, chain, sandbox._image_plan.mounts))
-        try:
-            await sandbox._restart()
-        finally:
-            changed, size = await counted
+        layer, mounted = await asyncio.to_thread(freeze, stack, sandbox_dir, snapshot_id)
+    except Exception as exc:
+        await restart()
+        raise SandboxError(f"the snapshot failed (the sandbox was restarted without it): {exc}") from exc
+    hold(stack, layer, snapshot_id, mounted)
+    counted = asyncio.ensure_future(asyncio.to_thread(count, stack.layers, stack.image.mounts))
+    try:
+        await restart()
     finally:
-        sandbox._snapshotting = False
+        changed, size = await counted
+    return describe(stack, snapshot_id, changed, size)
+
+
+def describe(stack: LayerStack, snapshot_id: str, changed: int, size: int) -> FilesystemSnapshot:
+    """The snapshot whose layer ``hold`` just pushed: every layer of ``stack``, topmost first."""
+    assert stack.image is not None
+    chain = stack.layers
     return FilesystemSnapshot(
         id=snapshot_id,
         backend=BACKEND,
-        image=plan_digest(sandbox._image_plan),
+        image=plan_digest(stack.image),
         ref=":".join(str(p) for p in chain),
         size_bytes=size,
         changed_paths=changed,
@@ -345,7 +330,7 @@ async def take(sandbox: LocalSandbox) -> FilesystemSnapshot:
     )
 
 
-def _count(chain: Sequence[Path], mounts: Sequence[OverlayMount]) -> tuple[int, int]:
+def count(chain: Sequence[Path], mounts: Sequence[OverlayMount]) -> tuple[int, int]:
     """(changed paths, bytes of file content) of the merged diff of ``chain``."""
     changed = size = 0
     seen: set[tuple[int, int]] = set()
@@ -363,384 +348,19 @@ def _count(chain: Sequence[Path], mounts: Sequence[OverlayMount]) -> tuple[int, 
     return changed, size
 
 
-async def attach(sandbox: LocalSandbox, snapshot: FilesystemSnapshot, image_plan: RootfsPlan) -> RootfsPlan:
-    """For ``from_snapshot``'s ``start()``: check the image and layers, hold them, return the plan."""
+def attach(stack: LayerStack, image: ImageSpec) -> None:
+    """At a start of ``from_snapshot``'s sandbox (of ``image``): check the snapshot's image and
+    layers, hold the layers and stack them."""
+    snapshot, image_plan = stack.restore, stack.image
+    assert snapshot is not None and image_plan is not None
     if snapshot.image != plan_digest(image_plan):
         raise SandboxError(
             f"snapshot {snapshot.id} was taken on another image ({snapshot.image}); this sandbox's image "
-            f"{sandbox.spec.image} is {plan_digest(image_plan)}"
+            f"{image} is {plan_digest(image_plan)}"
         )
     chain = layers_of(snapshot)
-    use(chain, sandbox)
-    sandbox._layers = chain
-    return stacked(image_plan, chain)
-
-
-# ---------------------------------------------------------------------- export
-def _view_ids(st: os.stat_result) -> tuple[int, int]:
-    """The owner the sandbox sees for a layer entry: on-disk ids are the sandbox's own when root-run
-    (idmapped layers keep them canonical); unprivileged, the invoking user is root and every other
-    host id shows as the overflow id."""
-    if os.geteuid() == 0:
-        return st.st_uid, st.st_gid
-    uid = 0 if st.st_uid == os.geteuid() else OVERFLOW_ID
-    gid = 0 if st.st_gid == os.getegid() else OVERFLOW_ID
-    return uid, gid
-
-
-@dataclass(slots=True)
-class _Counts:
-    files: int = 0
-    dirs: int = 0
-    symlinks: int = 0
-    hardlinks: int = 0
-    fifos: int = 0
-    whiteouts: int = 0
-    opaque_dirs: int = 0
-    bytes: int = 0
-    skipped: list[str] = field(default_factory=list)
-    skipped_count: int = 0
-
-    def skip(self, path: str, why: str) -> None:
-        self.skipped_count += 1
-        if len(self.skipped) < KEEP_SKIPPED:
-            self.skipped.append(f"/{os.fsencode(path).decode('utf-8', 'backslashreplace')} ({why})")
-
-
-def export_archive(snapshot: FilesystemSnapshot, dest: Path) -> dict[str, Any]:
-    """Write ``dest/diff.tar.gz`` and ``dest/manifest.json`` (last: an archive without a manifest is
-    incomplete) for a snapshot of this process. Returns the manifest."""
-    chain = layers_of(snapshot)
-    dest.mkdir(parents=True, exist_ok=True)
-    if any(name in (MANIFEST, DIFF) for name in os.listdir(dest)):
-        raise SandboxError(f"{dest} already holds a snapshot archive")
-    mounts = _mounts_of(chain)
-    counts = _Counts()
-    part = dest / f".{DIFF}.part"
-    digest = hashlib.sha256()
-    with open(part, "wb") as raw:
-        hashing = _HashingWriter(raw, digest)
-        with tarfile.open(
-            fileobj=hashing, mode="w:gz", format=tarfile.PAX_FORMAT, compresslevel=GZIP_LEVEL
-        ) as tar:
-            _write_tar(tar, chain, mounts, counts)
-    os.replace(part, dest / DIFF)
-    manifest = {
-        "format": ARCHIVE_FORMAT,
-        "backend": BACKEND,
-        "image": snapshot.image,
-        "snapshot": snapshot.id,
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "ids": "sandbox",
-        "diff": {"name": DIFF, "sha256": digest.hexdigest(), "bytes": (dest / DIFF).stat().st_size},
-        "counts": {
-            "files": counts.files,
-            "dirs": counts.dirs,
-            "symlinks": counts.symlinks,
-            "hardlinks": counts.hardlinks,
-            "fifos": counts.fifos,
-            "whiteouts": counts.whiteouts,
-            "opaque_dirs": counts.opaque_dirs,
-            "content_bytes": counts.bytes,
-        },
-        "changed_paths": snapshot.changed_paths,
-        "skipped": {"count": counts.skipped_count, "paths": counts.skipped},
-    }
-    tmp = dest / f".{MANIFEST}.part"
-    tmp.write_text(json.dumps(manifest, indent=1))
-    os.replace(tmp, dest / MANIFEST)
-    return manifest
-
-
-class _HashingWriter:
-    def __init__(self, raw: Any, digest: Any) -> None:
-        self._raw, self._digest = raw, digest
-
-    def write(self, data: bytes) -> int:
-        self._digest.update(data)
-        return int(self._raw.write(data))
-
-    def flush(self) -> None:
-        self._raw.flush()
-
-
-def _mounts_of(chain: Sequence[Path]) -> tuple[OverlayMount, ...]:
-    """The mounts of the image plan the layers of ``chain`` were made against."""
-    with _lock:
-        return _layers[str(chain[0])].mounts if chain else ()
-
-
-def _write_tar(
-    tar: tarfile.TarFile, chain: Sequence[Path], mounts: Sequence[OverlayMount], counts: _Counts
-) -> None:
-    links: dict[tuple[int, int], str] = {}
-    skip_below: str | None = None
-    for entry in layers.merged(chain, mounts):
-        if skip_below is not None and entry.path.startswith(skip_below):
-            continue
-        skip_below = None
-        name = posixpath.basename(entry.path)
-        parent = posixpath.dirname(entry.path)
-        if name.startswith(WHITEOUT_PREFIX):  # OCI reserves these names; one would read as a deletion
-            counts.skip(entry.path, "name reserved for whiteouts")
-            if entry.kind == "dir":
-                skip_below = entry.path + "/"
-            continue
-        st = entry.st
-        if entry.kind == "whiteout":
-            info = tarfile.TarInfo(posixpath.join(parent, WHITEOUT_PREFIX + name))
-            info.mode = 0o644
-            tar.addfile(info)
-            counts.whiteouts += 1
-            continue
-        info = tarfile.TarInfo(entry.path)
-        info.mode = stat.S_IMODE(st.st_mode)
-        info.uid, info.gid = _view_ids(st)
-        info.uname = info.gname = ""
-        info.mtime = int(st.st_mtime)
-        if entry.kind == "dir":
-            info.type = tarfile.DIRTYPE
-            tar.addfile(info)
-            counts.dirs += 1
-            if entry.opaque:
-                marker = tarfile.TarInfo(posixpath.join(entry.path, OPAQUE_MARKER))
-                marker.mode = 0o644
-                tar.addfile(marker)
-                counts.opaque_dirs += 1
-        elif entry.kind == "file":
-            key = (st.st_dev, st.st_ino)
-            if st.st_nlink > 1 and key in links:
-                info.type = tarfile.LNKTYPE
-                info.linkname = links[key]
-                tar.addfile(info)
-                counts.hardlinks += 1
-                continue
-            fd = os.open(entry.source, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            with os.fdopen(fd, "rb") as f:
-                info.size = os.fstat(f.fileno()).st_size
-                tar.addfile(info, f)
-            if st.st_nlink > 1:
-                links[key] = entry.path
-            counts.files += 1
-            counts.bytes += info.size
-        elif entry.kind == "symlink":
-            info.type = tarfile.SYMTYPE
-            info.linkname = os.readlink(entry.source)
-            if climbs_out(entry.path, info.linkname):
-                counts.skip(entry.path, "relative symlink climbing above /")
-                continue
-            tar.addfile(info)
-            counts.symlinks += 1
-        elif entry.kind == "fifo":
-            info.type = tarfile.FIFOTYPE
-            tar.addfile(info)
-            counts.fifos += 1
-        else:
-            counts.skip(entry.path, "socket or device")
-
-
-# ---------------------------------------------------------------------- import
-def read_manifest(source: Path) -> dict[str, Any]:
-    """The manifest of an exported archive dir, checked for format and backend."""
-    path = source / MANIFEST
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MANIFEST_LIMIT + 1)
-    except FileNotFoundError as exc:
-        raise SandboxError(f"{source} is not a snapshot archive: {MANIFEST} is missing") from exc
-    except OSError as exc:
-        raise SandboxError(f"cannot read {path}: {exc.strerror}") from exc
-    if len(data) > MANIFEST_LIMIT:
-        raise SandboxError(f"{path} is too large to be a snapshot manifest")
-    try:
-        manifest = json.loads(data)
-    except ValueError as exc:
-        raise SandboxError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(manifest, dict):
-        raise SandboxError(f"{path} is not a snapshot manifest")
-    if manifest.get("format") != ARCHIVE_FORMAT:
-        raise SandboxError(
-            f"{source} is a snapshot archive of format {manifest.get('format')!r}; this ARES reads "
-            f"{ARCHIVE_FORMAT!r}"
-        )
-    if manifest.get("backend") != BACKEND:
-        raise SandboxError(
-            f"{source} holds a snapshot of the {manifest.get('backend')!r} backend; the local sandbox "
-            "imports only local snapshots"
-        )
-    if not isinstance(manifest.get("image"), str) or not isinstance(manifest.get("diff"), dict):
-        raise SandboxError(f"{path} lacks the image or the diff description")
-    return manifest
-
-
-def import_archive(source: Path, plan: RootfsPlan, byte_limit: int | None) -> FilesystemSnapshot:
-    """Unpack the archive dir ``source`` (written by ``export_archive``) into a new layer of this
-    process and return its snapshot. The archive is checked against its manifest's sha256 first.
-
-    Refused (nothing is left behind): another format, backend or image; members with absolute paths,
-    ``..`` or empty components, written twice or below a non-directory (e.g. through a symlink the
-    archive made); hard links to anything but an earlier file of the archive; devices, sockets and
-    other special files (whiteouts come as ``.wh.`` names); ids outside the sandbox's 65,536; more
-    content than ``byte_limit`` (the sandbox's disk limit) or members than ``MAX_MEMBERS``.
-    """
-    manifest = read_manifest(source)
-    if manifest["image"] != plan_digest(plan):
-        raise SandboxError(
-            f"the snapshot archive {source} was taken on another image ({manifest['image']}); the "
-            f"sandbox spec's image is {plan_digest(plan)}"
-        )
-    diff = source / DIFF
-    expected = str(manifest["diff"].get("sha256", ""))
-    digest = hashlib.sha256()
-    try:
-        with open(diff, "rb") as f:
-            while chunk := f.read(1 << 20):
-                digest.update(chunk)
-    except OSError as exc:
-        raise SandboxError(f"cannot read the snapshot diff {diff}: {exc.strerror}") from exc
-    if digest.hexdigest() != expected:
-        raise SandboxError(f"the snapshot diff {diff} is corrupt (its sha256 does not match the manifest)")
-    snapshot_id = secrets.token_hex(8)
-    dest = snapshots_dir() / snapshot_id
-    try:
-        counts = _unpack(diff, dest, plan.mounts, byte_limit)
-    except BaseException as exc:
-        janitor.remove_tree(dest)
-        if isinstance(exc, (layers.UnsafeEntry, tarfile.TarError, EOFError, OSError)):
-            why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else str(exc)
-            raise SandboxError(f"refusing the snapshot archive {source}: {why}") from exc
-        raise
-    _register(dest, plan.mounts, holder=snapshot_id)
-    return FilesystemSnapshot(
-        id=snapshot_id,
-        backend=BACKEND,
-        image=manifest["image"],
-        ref=str(dest),
-        size_bytes=counts[1],
-        changed_paths=int(manifest.get("changed_paths") or counts[0]),
-        metadata={
-            "layers": [str(dest)],
-            "imported_from": str(manifest.get("snapshot", "")),
-            "archive": str(source),
-        },
-    )
-
-
-def _unpack(
-    diff: Path, dest: Path, mounts: Sequence[OverlayMount], byte_limit: int | None
-) -> tuple[int, int]:
-    writer = layers.LayerWriter(dest)
-    owner = os.geteuid() == 0
-    members = total = 0
-    with tarfile.open(diff, mode="r|gz") as tar:
-        for member in tar:
-            members += 1
-            if members > MAX_MEMBERS:
-                raise layers.UnsafeEntry(f"more than {MAX_MEMBERS} members")
-            name = _member_path(member.name)
-            base = posixpath.basename(name)
-            parent = posixpath.dirname(name)
-            if base.startswith(WHITEOUT_PREFIX):
-                if not (member.isreg() and member.size == 0):
-                    raise layers.UnsafeEntry(f"{member.name!r}: a whiteout must be an empty file")
-                if base == OPAQUE_MARKER:
-                    if not parent:
-                        raise layers.UnsafeEntry("an opaque marker for the root")
-                    writer.opaque(_layer_path(parent, mounts, whole_mount_ok=False))
-                else:
-                    target = base[len(WHITEOUT_PREFIX) :]
-                    if target in ("", ".", "..") or target.startswith(WHITEOUT_PREFIX):
-                        raise layers.UnsafeEntry(f"{member.name!r} is not a valid whiteout")
-                    writer.whiteout(_layer_path(posixpath.join(parent, target), mounts, whole_mount_ok=False))
-                continue
-            for value in (member.uid, member.gid):
-                if not 0 <= value < ID_LIMIT:
-                    raise layers.UnsafeEntry(
-                        f"{member.name!r} is owned by id {value}, outside the sandbox's ids"
-                    )
-            uid, gid = (member.uid, member.gid) if owner else (os.geteuid(), os.getegid())
-            if member.isdir():
-                rel = _layer_path(name, mounts, whole_mount_ok=True)
-                if rel is not None:
-                    writer.directory(rel, member.mode, uid, gid, member.mtime)
-                continue
-            rel = _layer_path(name, mounts, whole_mount_ok=False)
-            if member.isreg():
-                total += member.size
-                if byte_limit is not None and total > byte_limit:
-                    raise layers.UnsafeEntry(
-                        f"its content exceeds the sandbox's disk limit ({byte_limit} bytes)"
-                    )
-                stream = tar.extractfile(member)
-                assert stream is not None
-                writer.file(rel, member.mode, uid, gid, member.mtime, stream, member.size)
-            elif member.islnk():
-                writer.hardlink(rel, _layer_path(_member_path(member.linkname), mounts, whole_mount_ok=False))
-            elif member.issym():
-                if climbs_out(name, member.linkname):
-                    raise layers.UnsafeEntry(f"symlink {member.name!r} -> {member.linkname!r} climbs above /")
-                writer.symlink(rel, member.linkname, uid, gid, member.mtime)
-            elif member.isfifo():
-                writer.fifo(rel, member.mode, uid, gid, member.mtime)
-            else:
-                raise layers.UnsafeEntry(f"{member.name!r} is a device or special file")
-    writer.finish()
-    return members, total
-
-
-def climbs_out(path: str, target: str) -> bool:
-    """Whether the relative symlink ``target`` of sandbox ``path`` leads above / (harmless inside
-    the sandbox, where / is its own parent, but never something a real file tree needs)."""
-    if target.startswith("/"):
-        return False
-    depth = path.count("/")  # dirs between / and the link
-    for part in target.split("/"):
-        if part == "..":
-            depth -= 1
-            if depth < 0:
-                return True
-        elif part not in ("", "."):
-            depth += 1
-    return False
-
-
-def _member_path(name: str) -> str:
-    """A member name as a relative sandbox path; refused if absolute, with ``..`` or empty parts."""
-    if "\0" in name or len(name) > 4096:
-        raise layers.UnsafeEntry(f"{name[:200]!r} is not a valid name")
-    if name.startswith("/"):
-        raise layers.UnsafeEntry(f"{name!r} is an absolute path")
-    parts = name.split("/")
-    while parts and parts[0] == ".":
-        parts = parts[1:]
-    if parts and parts[-1] == "":
-        parts = parts[:-1]
-    if not parts or any(p in ("", ".", "..") for p in parts):
-        raise layers.UnsafeEntry(f"{name!r} is not a plain relative path")
-    return "/".join(parts)
-
-
-def _layer_path(path: str, mounts: Sequence[OverlayMount], *, whole_mount_ok: bool) -> str:
-    """Where sandbox ``path`` goes in a layer dir: ``<mount key>/<path in the mount>``."""
-    mount, rel = layers.mount_of("/" + path, mounts)
-    if rel == ".":
-        if whole_mount_ok:
-            return None  # type: ignore[return-value]  # a mount's own root keeps its attributes
-        raise layers.UnsafeEntry(f"/{path} is a mount point of the image")
-    return f"{mount.key}/{rel}"
-
-
-async def import_snapshot(path: Path, spec: SandboxSpec) -> FilesystemSnapshot:
-    from ares.sandbox.local.sandbox import resolve_image
-
-    plan, _ = await resolve_image(spec.image)
-    resources = limits.with_defaults(spec.resources, limits.DEFAULT_RESOURCES)
-    byte_limit = None if resources.storage_mb is None else resources.storage_mb * (1 << 20)
-    return await asyncio.to_thread(import_archive, Path(path), plan, byte_limit)
-
-
-async def export_snapshot(snapshot: FilesystemSnapshot, path: Path) -> None:
-    await asyncio.to_thread(export_archive, snapshot, Path(path))
+    use(chain, stack.owner)
+    stack.attach(chain)
 
 
 def check_restorable(snapshot: FilesystemSnapshot) -> None:
