@@ -70,12 +70,14 @@ RESET_SIGNALS = (
 # which saves a shell start-up per command. Anything with shell syntax or a builtin goes to bash.
 PLAIN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_./:,+@%=-")
 _SHELL_WORD_TEXT = (
-    "! . : [ [[ { } alias bg bind break builtin caller case cd command compgen complete continue coproc "
-    "declare dirs disown echo enable eval exec exit export fc fg for function getopts hash help "
-    "history if jobs kill let local logout mapfile popd printf pushd pwd read readarray readonly return "
-    "select set shift shopt source suspend test time times trap type typeset ulimit umask unalias unset "
-    "until wait while"
+    "! . : [ [[ ]] { } alias bg bind break builtin caller case cd command compgen complete compopt "
+    "continue coproc declare dirs disown do done echo elif else enable esac eval exec exit export false "
+    "fc fg fi for function getopts hash help history if in jobs kill let local logout mapfile popd "
+    "printf pushd pwd read readarray readonly return select set shift shopt source suspend test then "
+    "time times trap true type typeset ulimit umask unalias unset until wait while"
 )
+#: The first bytes of what the kernel execs itself; anything else bash would run as a script.
+EXEC_MAGIC = (b"#!", b"\x7fELF")
 SHELL_WORDS = frozenset(_SHELL_WORD_TEXT.split())
 
 libc = ctypes.CDLL(None, use_errno=True)
@@ -600,25 +602,58 @@ def direct_argv(req: dict) -> tuple[str, list[str], dict] | None:
     Plain: single-space-separated words of PLAIN_CHARS, the first no SHELL_WORDS entry, assignment
     or option, naming an executable file by path or on the request's PATH, looked up from the
     current dir (the shepherd is in the command's cwd by now). The env is what bash would export.
-    tests/sandbox/test_local_direct_argv.py checks this against ``bash -c`` and lists where it is
-    known to differ (PWD of a non-canonical cwd, BASH_ENV, exported functions, scripts without #!).
+    Whatever bash would do differently is left to bash: a non-canonical cwd, BASH_ENV, exported
+    functions, an SHLVL it resets, files without #! or ELF magic, an empty PATH entry.
+    tests/sandbox/test_local_direct_argv.py checks all of it against ``bash -c``.
     """
-    cmd = req["cmd"].strip()
+    cmd, env = req["cmd"].strip(), req["env"]
     argv = cmd.split(" ")
-    if not all(word and PLAIN_CHARS.issuperset(word) for word in argv):
+    if not all(word and PLAIN_CHARS.issuperset(word) for word in argv) or not plain_shell_state(req):
         return None
     name = argv[0]
     if name in SHELL_WORDS or "=" in name or name.startswith("-"):
         return None
-    dirs = [""] if "/" in name else req["env"].get("PATH", "").split(":")
+    path = find_executable(name, env.get("PATH", ""))
+    if path is None:
+        return None
+    # What bash exports to a command it execs in place (it undoes its own SHLVL bump).
+    shlvl = env.get("SHLVL", "0")
+    extra = {"PWD": req["cwd"], "SHLVL": shlvl if shlvl.isdigit() else "0", "_": path}
+    return path, argv, {**env, **extra}
+
+
+def plain_shell_state(req: dict) -> bool:
+    """Whether ``bash -c`` would run a plain command with nothing of its own: no BASH_ENV to source,
+    no exported functions, an SHLVL it keeps, and a cwd that is already canonical (bash exports it as
+    PWD resolved)."""
+    env = req["env"]
+    if "BASH_ENV" in env or any(key.startswith("BASH_FUNC_") for key in env):
+        return False
+    shlvl = env.get("SHLVL", "0")
+    if shlvl.isdigit() and int(shlvl) >= 998:  # bash resets it (and warns)
+        return False
+    try:
+        return os.getcwd() == req["cwd"]
+    except OSError:  # the cwd is gone: bash says so
+        return False
+
+
+def find_executable(name: str, search: str) -> str | None:
+    """The file bash would exec for ``name``: a path as given, else the first match on ``search``
+    (an empty entry means the cwd, where bash's $0 becomes ``./name``: left to bash). None when there
+    is none, or when it is no ELF or #! file (bash would run it as a script)."""
+    dirs = [""] if "/" in name else search.split(":")
     for directory in dirs:
+        if not directory and "/" not in name:
+            return None
         path = os.path.join(directory, name) if directory else name
         if os.path.isfile(path) and os.access(path, os.X_OK):
-            env = req["env"]
-            # What bash exports to a command it execs in place (it undoes its own SHLVL bump).
-            shlvl = env.get("SHLVL", "0")
-            extra = {"PWD": req["cwd"], "SHLVL": shlvl if shlvl.isdigit() else "0", "_": path}
-            return path, argv, {**env, **extra}
+            try:
+                with open(path, "rb") as file:
+                    head = file.read(4)
+            except OSError:
+                return None
+            return path if head.startswith(EXEC_MAGIC) else None
     return None
 
 
