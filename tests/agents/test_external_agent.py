@@ -29,6 +29,7 @@ from ares.llm.types import LLMRequest, LLMResponse
 from ares.policies import make_policy
 from ares.proxy import capped_site
 from ares.sandbox.local import network
+from nobody_python import SKIP_REASON, can_drop, nobody_python
 
 pytest.importorskip("aiohttp")
 
@@ -240,9 +241,10 @@ def test_config_is_checked() -> None:
         ExternalAgentConfig(command="x", port=70000)
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
+@pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
 def test_an_unprivileged_user_runs_external_agent_episodes() -> None:
     """The whole CLI run as nobody: local sandbox, loopback listener, proxy, oracle reward 1."""
+    python = nobody_python() or pytest.skip(SKIP_REASON)
     state = Path(tempfile.mkdtemp(prefix="ares-external-"))
     try:
         os.chown(state, 65534, 65534)
@@ -253,7 +255,7 @@ def test_an_unprivileged_user_runs_external_agent_episodes() -> None:
             "LANG": "C.UTF-8",
             "ARES_SANDBOX_DIR": str(state / "sandboxes"),
         }
-        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-m",
+        cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-m",
                "ares.cli.main", "run", "humaneval-cli", "--policy", "oracle", "--tasks", "0:2",
                "--out", str(state / "out")]  # fmt: skip
         result = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=state, timeout=240)

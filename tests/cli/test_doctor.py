@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from ares.cli.main import app
 from ares.doctor import cgroups, kernel, network, report
 from ares.doctor.check import Check, run_python
+from nobody_python import SKIP_REASON, can_drop, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
@@ -84,11 +85,9 @@ def test_the_installed_command_as_a_real_process() -> None:
     assert leftovers() == []
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("setpriv") or not Path("/usr/bin/python3").exists(),
-    reason="needs root (to drop to nobody), setpriv and /usr/bin/python3",
-)
+@pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
 def test_as_nobody_idmapping_is_not_needed_and_limits_fall_back_to_rlimits(tmp_path: Path) -> None:
+    python = nobody_python() or pytest.skip(SKIP_REASON)
     home = tmp_path / "home"
     home.mkdir()
     os.chown(home, 65534, 65534)
@@ -96,7 +95,7 @@ def test_as_nobody_idmapping_is_not_needed_and_limits_fall_back_to_rlimits(tmp_p
     site = sysconfig.get_paths()["purelib"]
     env = {"PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": f"{SRC}:{site}"}
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    command = [*drop, "/usr/bin/python3", "-m", "ares.cli.main", "doctor", "--json"]
+    command = [*drop, python, "-m", "ares.cli.main", "doctor", "--json"]
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ares.sandbox.local import janitor
+from nobody_python import SKIP_REASON, can_drop, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 CGROUPS = {"cgroup-v1", "cgroup-v2"}
@@ -126,18 +127,16 @@ UNPRIVILEGED = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("setpriv") or not Path("/usr/bin/python3").exists(),
-    reason="needs root (to drop to nobody), setpriv and /usr/bin/python3",
-)
+@pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
 def test_unprivileged_sandboxes_fall_back_to_rlimits() -> None:
+    python = nobody_python() or pytest.skip(SKIP_REASON)
     state = Path(tempfile.mkdtemp(prefix="ares-unpriv-limits-"))
     os.chown(state, 65534, 65534)
     site = sysconfig.get_paths()["purelib"]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{SRC}:{site}", "ARES_SANDBOX_DIR": str(state)}
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     result = subprocess.run(
-        [*drop, "/usr/bin/python3", "-c", UNPRIVILEGED], capture_output=True, text=True, env=env, timeout=120
+        [*drop, python, "-c", UNPRIVILEGED], capture_output=True, text=True, env=env, timeout=120
     )
     leftovers = list(state.iterdir())
     shutil.rmtree(state)

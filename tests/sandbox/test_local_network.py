@@ -25,12 +25,12 @@ import pytest
 
 from ares.errors import SandboxUnavailableError
 from ares.sandbox.local import network
+from nobody_python import SKIP_REASON, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 PROBE = Path(__file__).with_name("local_network_probe.py")
 TOOLS = [tool for tool in ("pasta", "slirp4netns") if shutil.which(tool, path=network.SEARCH_PATH)]
 NOBODY = 65534
-SYSTEM_PYTHON = "/usr/bin/python3"
 LOOPBACK_SERVERS = {"tcp-127.0.0.1", "tcp-::1", "udp-127.0.0.1"}
 
 pytestmark = [
@@ -67,12 +67,11 @@ def command(mode: str, args: list[str]) -> tuple[list[str], dict[str, str]]:
         if not os.access("/dev/net/tun", os.R_OK | os.W_OK):
             pytest.skip("/dev/net/tun is not usable by this user (chmod 0666 /dev/net/tun)")
         return [sys.executable, str(PROBE), *args], env
-    if not shutil.which("setpriv") or not Path(SYSTEM_PYTHON).exists():
-        pytest.skip("needs setpriv and /usr/bin/python3 to run as nobody")
+    python = nobody_python() or pytest.skip(SKIP_REASON)
     site = sysconfig.get_paths()["purelib"]
     env = {"PATH": network.SEARCH_PATH, "PYTHONPATH": f"{SRC}:{site}"}
     drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
-    cmd = [*drop, SYSTEM_PYTHON, str(PROBE), *args]
+    cmd = [*drop, python, str(PROBE), *args]
     if tun_usable_by_nobody():
         return cmd, env
     script = (  # the bind mount keeps the node alive after its directory is gone

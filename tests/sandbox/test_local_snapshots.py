@@ -35,6 +35,7 @@ from ares.sandbox.local import snapshot as local_snapshot
 from ares.sandbox.local.layers import LayerWriter, UnsafeEntry
 from ares.sandbox.pool import WarmPool
 from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
+from nobody_python import DROP, SKIP_REASON, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 ROOT = os.geteuid() == 0
@@ -553,8 +554,8 @@ IMPORT = textwrap.dedent(
 def test_flow_as(who: str) -> None:
     if who == "root" and not ROOT:
         pytest.skip("needs the suite to run as root")
-    if who == "nobody" and ROOT and (not shutil.which("setpriv") or not Path("/usr/bin/python3").exists()):
-        pytest.skip("dropping to nobody needs setpriv and /usr/bin/python3")
+    if who == "nobody" and ROOT and nobody_python() is None:
+        pytest.skip(SKIP_REASON)
     base = Path(tempfile.mkdtemp(prefix="ares-snap-"))
     try:
         uid = 65534 if who == "nobody" and ROOT else os.geteuid()
@@ -569,14 +570,7 @@ def test_flow_as(who: str) -> None:
         python = sys.executable
         cmd = [python, "-c", FLOW, json.dumps([SETUP, STATE, IMPORT]), str(base / "archive")]
         if who == "nobody" and ROOT:
-            cmd = [
-                "setpriv",
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "/usr/bin/python3",
-                *cmd[1:],
-            ]
+            cmd = [*DROP, str(nobody_python()), *cmd[1:]]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=180, cwd=base)
         assert proc.returncode == 0, proc.stderr[-4000:]
         seen = json.loads(proc.stdout.strip().splitlines()[-1])

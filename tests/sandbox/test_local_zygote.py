@@ -21,6 +21,7 @@ import pytest
 
 from ares.errors import SandboxCrashedError
 from ares.sandbox.local import LocalSandbox, zygote
+from nobody_python import SKIP_REASON, can_drop, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 # /proc/<pid>/status lines an init made by the zygote must share with a directly spawned one.
@@ -298,12 +299,10 @@ UNPRIVILEGED = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("setpriv") or not Path("/usr/bin/python3").exists(),
-    reason="needs root (to drop to nobody), setpriv and /usr/bin/python3",
-)
+@pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
 @pytest.mark.parametrize("use_zygote", [True, False])
 def test_unprivileged_host(use_zygote: bool) -> None:
+    python = nobody_python() or pytest.skip(SKIP_REASON)
     state = Path(tempfile.mkdtemp(prefix="ares-unpriv-"))
     try:
         os.chown(state, 65534, 65534)
@@ -313,7 +312,7 @@ def test_unprivileged_host(use_zygote: bool) -> None:
             env[zygote.ENV_SWITCH] = "0"
         drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
         result = subprocess.run(
-            [*drop, "/usr/bin/python3", "-c", UNPRIVILEGED],
+            [*drop, python, "-c", UNPRIVILEGED],
             capture_output=True,
             text=True,
             env=env,

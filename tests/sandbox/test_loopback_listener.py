@@ -24,11 +24,11 @@ from ares.errors import SandboxError
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.cloud.base import CloudSandbox
 from ares.sandbox.local import LocalSandbox, loopback, network
+from nobody_python import DROP, SKIP_REASON, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SCENARIO = Path(__file__).with_name("loopback_scenario.py")
 NOBODY = 65534
-SYSTEM_PYTHON = "/usr/bin/python3"
 MODES = ["root", "unprivileged"]
 ANSWER = "hello from the host: GET /v1/models HTTP/1.1"
 
@@ -43,17 +43,9 @@ def report(mode: str) -> dict[str, Any]:
     if mode == "root" and os.geteuid() != 0:
         pytest.skip("needs root")
     if mode == "unprivileged" and os.geteuid() == 0:
-        if not shutil.which("setpriv") or not Path(SYSTEM_PYTHON).exists():
-            pytest.skip("needs setpriv and /usr/bin/python3 to run as nobody")
+        python = nobody_python() or pytest.skip(SKIP_REASON)
         env["PYTHONPATH"] += ":" + sysconfig.get_paths()["purelib"]
-        cmd = [
-            "setpriv",
-            f"--reuid={NOBODY}",
-            f"--regid={NOBODY}",
-            "--clear-groups",
-            SYSTEM_PYTHON,
-            str(SCENARIO),
-        ]
+        cmd = [*DROP, python, str(SCENARIO)]
     state = Path(tempfile.mkdtemp(prefix="ares-loopback-"))
     try:
         if mode == "unprivileged" and os.geteuid() == 0:

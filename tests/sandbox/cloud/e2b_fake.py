@@ -276,6 +276,10 @@ class _Processes(process_connect.Process):
                 await machine.kill(process.key)
                 with contextlib.suppress(Exception):
                     await run
+            elif run is not None and _timed_out(run):
+                # The deadline killed it just as the client went away (the client's timer and the
+                # machine's fire together; since Python 3.12's wait_for, the machine's may win).
+                process.killed.set()
 
     async def send_input(
         self, request: process_pb.SendInputRequest, ctx: RequestContext[Any, Any]
@@ -349,3 +353,8 @@ def route_sdk_through(fake: FakeE2B, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(api_clients, "get_pyqwest_transport", get_transport)
     monkeypatch.setattr(envd_clients, "get_pyqwest_transport", get_transport)
     monkeypatch.setattr(api_clients, "_httpx_transports", {})  # adapters cached over the real pools
+
+
+def _timed_out(run: asyncio.Task[Outcome]) -> bool:
+    """Whether ``run`` ended with the machine killing the command at its deadline."""
+    return not run.cancelled() and run.exception() is None and run.result().timed_out

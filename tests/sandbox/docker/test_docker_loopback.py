@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sysconfig
@@ -30,6 +29,7 @@ from ares.sandbox import SandboxSpec
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.docker import DockerConfig, DockerEngine, DockerSandbox, DockerSandboxFactory
 from ares.sandbox.docker.loopback import open_container_namespace
+from nobody_python import SKIP_REASON, can_drop, nobody_python
 
 SRC = Path(__file__).resolve().parents[3] / "src"
 SCENARIO = Path(__file__).resolve().parents[1] / "loopback_scenario.py"
@@ -181,10 +181,7 @@ except Exception as exc:
 """
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("setpriv") or not Path("/usr/bin/python3").exists(),
-    reason="needs root (to drop to nobody), setpriv and /usr/bin/python3",
-)
+@pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
 async def test_an_unprivileged_host_user_is_refused_clearly(
     shared_sandbox: DockerSandbox, docker_client: docker.DockerClient
 ) -> None:
@@ -195,7 +192,8 @@ async def test_an_unprivileged_host_user_is_refused_clearly(
     info = docker_client.api.inspect_container(sandbox.container_id)
     state = json.dumps({"State": {"Running": True, "Pid": info["State"]["Pid"]}})
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{SRC}:{sysconfig.get_paths()['purelib']}"}
-    cmd = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "/usr/bin/python3"]
+    python = nobody_python() or pytest.skip(SKIP_REASON)
+    cmd = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python]
     proc = await asyncio.create_subprocess_exec(
         *cmd, "-c", UNPRIVILEGED, sandbox.container_id, state, env=env, cwd="/",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
