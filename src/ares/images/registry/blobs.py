@@ -41,6 +41,9 @@ class _Pipeline:
         self.blob = hashlib.sha256()
         self.diff = hashlib.sha256()
         self.compression = compression
+        # Corrupt data fails to decompress before the digest can be checked: remember the error, keep
+        # hashing, and report the digest mismatch (the real cause) if there is one.
+        self.broken: Exception | None = None
         self._gzip: Any = zlib.decompressobj(wbits=31) if compression == "gzip" else None
         self._zstd: Any = None
         if compression == "zstd":
@@ -50,12 +53,18 @@ class _Pipeline:
         self.blob.update(chunk)
         if self.compression is None:  # raw blob: no decompression, no diff_id
             return chunk
-        if self._gzip is not None:
-            out = self._gunzip(chunk)
-        elif self._zstd is not None:
-            out = self._zstd.decompress(chunk)
-        else:
-            out = chunk
+        if self.broken is not None:
+            return b""
+        try:
+            if self._gzip is not None:
+                out = self._gunzip(chunk)
+            elif self._zstd is not None:
+                out = self._zstd.decompress(chunk)
+            else:
+                out = chunk
+        except (zlib.error, zstandard.ZstdError) as exc:
+            self.broken = exc
+            return b""
         self.diff.update(out)
         return out
 
@@ -68,7 +77,7 @@ class _Pipeline:
         return b"".join(parts)
 
     def finish(self) -> bytes:
-        if self._gzip is not None:
+        if self._gzip is not None and self.broken is None:
             tail = self._gzip.flush()
             self.diff.update(tail)
             return tail
@@ -207,6 +216,11 @@ async def _download(
         raise ImageError(
             f"{reference}: blob {layer.digest} failed verification (its content hashes to {got}); the "
             "registry's copy is corrupt or was tampered with — discard the download and re-push the image"
+        )
+    if pipeline.broken is not None:
+        raise ImageError(
+            f"{reference}: blob {layer.digest} matches its digest but is not valid {pipeline.compression} "
+            f"({pipeline.broken}); the image was pushed broken — rebuild and re-push it"
         )
 
 

@@ -1,0 +1,66 @@
+"""One real registry for the module's tests, holding a small image in every format the client reads."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from oci_registry_kit import (
+    Pushed,
+    Registry,
+    make_client,
+    push_raw,
+    require_tools,
+    skopeo_push,
+    start_registry,
+    write_layout,
+)
+
+from ares.images.registry import RegistryClient
+
+
+@pytest.fixture(scope="session")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    require_tools()
+    root = tmp_path_factory.mktemp("registry")
+    reg = start_registry(root / "anon")
+    try:
+        yield reg
+    finally:
+        reg.stop()
+
+
+@pytest.fixture(scope="session")
+def images(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pushed]:
+    """gzip / zstd / Docker schema2 / uncompressed images and a linux amd64 + arm64/v8 index."""
+    root = tmp_path_factory.mktemp("layouts")
+    nonce = secrets.token_hex(8).encode()  # unique layers: skopeo's blob cache would reuse old ones
+    out: dict[str, Pushed] = {}
+    variants = {
+        "gzip": [],
+        "zstd": ["--dest-compress-format", "zstd"],
+        "v2s2": ["--format", "v2s2"],
+        "tamper": [],
+    }
+    for name, flags in variants.items():
+        files = {"etc/name": name.encode() + b"\n", "nonce": nonce + name.encode()}
+        write_layout(root / name, [("amd64", files)])
+        skopeo_push(root / name, registry, f"ares/{name}:v1", *flags)
+        out[name] = Pushed(f"ares/{name}", files)
+    amd = {"arch": b"amd64\n", "nonce": nonce + b"amd"}
+    arm = {"arch": b"arm64\n", "nonce": nonce + b"arm"}
+    write_layout(root / "multi", [("amd64", amd), ("arm64/v8", arm)])
+    skopeo_push(root / "multi", registry, "ares/multi:v1")
+    out["multi"] = Pushed("ares/multi", amd)
+    out["multi-arm64"] = Pushed("ares/multi", arm)
+    raw = {"raw": b"uncompressed\n", "nonce": nonce + b"raw"}
+    push_raw(registry, "ares/raw", "v1", raw)
+    out["raw"] = Pushed("ares/raw", raw)
+    return out
+
+
+@pytest.fixture
+async def client(registry: Registry) -> AsyncIterator[RegistryClient]:
+    async with make_client(registry.host) as c:
+        yield c
