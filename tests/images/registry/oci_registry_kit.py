@@ -14,11 +14,14 @@ import socket
 import subprocess
 import tarfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
 import pytest
+from aiohttp import web
 
 from ares.images.registry import DockerConfigCredentials, RegistryClient, RetryPolicy
 
@@ -228,3 +231,28 @@ def make_client(
     return RegistryClient(
         credentials=DockerConfigCredentials(files=auth_files or []), insecure=insecure, retry=retry
     )
+
+
+@asynccontextmanager
+async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+    """Run an aiohttp app on loopback for the duration; yields its `host:port`."""
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = port or free_port(host)
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    try:
+        yield f"{host}:{port}"
+    finally:
+        await runner.cleanup()
+
+
+def htpasswd_section(root: Path, user: str, password: str) -> str:
+    """An `auth.htpasswd` config section for one bcrypt user (htpasswd from apache2-utils)."""
+    if shutil.which("htpasswd") is None:
+        pytest.skip("needs htpasswd (apt-get install apache2-utils) for the registry's Basic auth")
+    line = subprocess.run(
+        ["htpasswd", "-Bbn", user, password], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    (root / "htpasswd").write_text(line + "\n")
+    return f"auth:\n  htpasswd:\n    realm: ares-test\n    path: {root / 'htpasswd'}\n"
