@@ -7,8 +7,11 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from oci_registry_kit import (
+    PASSWORD,
+    USER,
     Pushed,
     Registry,
+    htpasswd_section,
     make_client,
     push_raw,
     require_tools,
@@ -64,3 +67,15 @@ def images(registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> dict
 async def client(registry: Registry) -> AsyncIterator[RegistryClient]:
     async with make_client(registry.host) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def basic_registry(
+    registry: Registry, images: dict[str, Pushed], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Registry]:
+    """A second registry on the same storage that requires Basic auth."""
+    root = tmp_path_factory.mktemp("basic")
+    reg = start_registry(root, auth=htpasswd_section(root, USER, PASSWORD), storage=registry.root)
+    reg.creds = (USER, PASSWORD)
+    yield reg
+    reg.stop()

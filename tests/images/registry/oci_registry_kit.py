@@ -11,6 +11,7 @@ import io
 import json
 import shutil
 import socket
+import ssl
 import subprocess
 import tarfile
 import time
@@ -26,6 +27,7 @@ from aiohttp import web
 from ares.images.registry import DockerConfigCredentials, RegistryClient, RetryPolicy
 
 TOOLS = ("docker-registry", "skopeo")
+USER, PASSWORD = "alice", "s3cret"
 
 
 def require_tools() -> None:
@@ -234,12 +236,14 @@ def make_client(
 
 
 @asynccontextmanager
-async def serve(app: web.Application, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
-    """Run an aiohttp app on loopback for the duration; yields its `host:port`."""
+async def serve(
+    app: web.Application, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None
+) -> AsyncIterator[str]:
+    """Run an aiohttp app on loopback (over TLS with `tls`) for the duration; yields its `host:port`."""
     runner = web.AppRunner(app)
     await runner.setup()
     port = port or free_port(host)
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, ssl_context=tls)
     await site.start()
     try:
         yield f"{host}:{port}"
@@ -256,3 +260,43 @@ def htpasswd_section(root: Path, user: str, password: str) -> str:
     ).stdout.strip()
     (root / "htpasswd").write_text(line + "\n")
     return f"auth:\n  htpasswd:\n    realm: ares-test\n    path: {root / 'htpasswd'}\n"
+
+
+def tls_context(root: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A self-signed certificate for 127.0.0.1: (server context, client context trusting only it)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1))
+        .not_valid_after(now + dt.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = root / "tls.pem", root / "tls.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert_path, key_path)
+    client = ssl.create_default_context(cafile=str(cert_path))
+    return server, client

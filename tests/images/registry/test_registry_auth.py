@@ -11,23 +11,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from oci_registry_kit import Pushed, Registry, htpasswd_section, make_client, serve, start_registry
+from oci_registry_kit import (
+    PASSWORD,
+    USER,
+    Pushed,
+    Registry,
+    make_client,
+    serve,
+    start_registry,
+)
 
 from ares.images.errors import ImageError
 from ares.images.registry import fetch_layer, parse_reference, resolve
 from ares.images.registry.credentials import DockerConfigCredentials, default_auth_files
-
-USER, PASSWORD = "alice", "s3cret"
-
-
-@pytest.fixture(scope="module")
-def basic_registry(registry: Registry, images: dict[str, Pushed], tmp_path_factory: pytest.TempPathFactory):
-    """A second registry on the same storage that requires Basic auth."""
-    root = tmp_path_factory.mktemp("basic")
-    reg = start_registry(root, auth=htpasswd_section(root, USER, PASSWORD), storage=registry.root)
-    reg.creds = (USER, PASSWORD)
-    yield reg
-    reg.stop()
 
 
 def write_config(path: Path, host: str, entry: dict[str, object], **extra: object) -> Path:

@@ -30,7 +30,6 @@ Sink = Callable[[bytes], Awaitable[None] | None]
 """Receives the (decompressed) stream in order; may be sync or async."""
 
 T = TypeVar("T")
-_CHUNK = 256 * 1024
 _RESUMES = 3
 
 
@@ -178,8 +177,9 @@ async def _download(
         try:
             async with client.stream(reference, f"blobs/{layer.digest}", headers) as response:
                 # A registry that ignores Range replays from byte 0: skip what was already consumed.
+                # Unsized chunks: bytes are consumed as they arrive, so a break loses nothing.
                 skip = done if done and not _resumed_at(response, done) else 0
-                async for chunk in response.aiter_bytes(_CHUNK):
+                async for chunk in response.aiter_bytes():
                     if skip:
                         cut = min(skip, len(chunk))
                         chunk, skip = chunk[cut:], skip - cut

@@ -10,6 +10,7 @@ import asyncio
 import email.utils
 import os
 import random
+import ssl
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -72,9 +73,11 @@ class RegistryClient:
         insecure: Iterable[str] | None = None,
         retry: RetryPolicy | None = None,
         timeout: httpx.Timeout | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
+        """`verify` may be an SSLContext trusting a private registry's CA; False is never the default."""
         self._http = httpx.AsyncClient(
-            timeout=timeout or httpx.Timeout(60.0, connect=15.0), follow_redirects=False
+            timeout=timeout or httpx.Timeout(60.0, connect=15.0), follow_redirects=False, verify=verify
         )
         self._auth = Authenticator(self._http, credentials or DockerConfigCredentials())
         self._insecure = insecure_registries() if insecure is None else frozenset(insecure)
@@ -99,10 +102,20 @@ class RegistryClient:
     async def get(
         self, reference: Reference, path: str, headers: Mapping[str, str] | None = None
     ) -> httpx.Response:
-        """GET with the body read; raises ImageError for anything but 2xx."""
-        async with self.stream(reference, path, headers) as response:
-            await response.aread()
-            return response
+        """GET with the body read (again, if the connection breaks midway); ImageError unless 2xx."""
+        for attempt in range(self.retry.attempts):
+            try:
+                async with self.stream(reference, path, headers) as response:
+                    await response.aread()
+                    return response
+            except httpx.TransportError as exc:
+                if attempt + 1 >= self.retry.attempts:
+                    raise ImageError(
+                        f"{reference} ({path}): the connection to {reference.registry} broke {attempt + 1} "
+                        f"times while reading ({exc!r}); check the network and retry"
+                    ) from exc
+                await asyncio.sleep(self.retry.delay(attempt))
+        raise AssertionError("unreachable")
 
     @asynccontextmanager
     async def stream(
