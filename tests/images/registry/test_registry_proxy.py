@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -110,7 +112,8 @@ async def test_redirect_to_another_host_drops_credentials(
 ) -> None:
     """Blob GETs are 307-redirected to a "storage" host (127.0.0.2) that must never see the password."""
     storage_seen: list[dict] = []
-    auth = {"Authorization": aiohttp.BasicAuth(*basic_registry.creds).encode()}  # type: ignore[misc]
+    basic = base64.b64encode(":".join(basic_registry.creds).encode()).decode()  # type: ignore[arg-type]
+    auth = {"Authorization": f"Basic {basic}"}
 
     async def storage(request: web.Request) -> web.StreamResponse:
         storage_seen.append(dict(request.headers))
@@ -133,11 +136,7 @@ async def test_redirect_to_another_host_drops_credentials(
         app, seen = forwarding_app(basic_registry.host, redirect)
         async with serve(app) as host:
             config = basic_registry.root.parent / "redirect-auth.json"
-            import base64
-            import json
-
-            token = base64.b64encode(":".join(basic_registry.creds).encode()).decode()  # type: ignore[arg-type]
-            config.write_text(json.dumps({"auths": {host: {"auth": token}}}))
+            config.write_text(json.dumps({"auths": {host: {"auth": basic}}}))
             async with make_client(host, auth_files=[config]) as client:
                 image = await resolve(client, parse_reference(f"{host}/ares/gzip:v1"))
                 out: list[bytes] = []
