@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -272,7 +273,7 @@ async def test_bearer_token_renewed_on_401_and_on_expiry(
         await resolve(client, ref)
         await resolve(client, ref)
         assert len(server.requests) == 1
-        time.sleep(1.2)
+        await asyncio.sleep(1.2)
         await resolve(client, ref)
         assert len(server.requests) == 2
 
