@@ -23,8 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from _common import machine_info, start_exec_figures
+from ares.images.build.builder import ImageBuilder, LocalImage
+from ares.images.cache import ImageCache
 from ares.sandbox.base import SandboxSpec
-from ares.sandbox.images import ImageBuilder, ImageCache, LocalImage
+from ares.sandbox.local.images import local_builder
 
 TASK_ENV = Path(__file__).parents[1] / "tests" / "fixtures" / "harbor" / "pytest-app" / "environment"
 
@@ -45,7 +47,7 @@ async def debian_figures(workdir: Path) -> dict[str, Any]:
     context = workdir / "debian"
     context.mkdir()
     (context / "Dockerfile").write_text(DEBIAN_DOCKERFILE)
-    builder = ImageBuilder(ImageCache(workdir / "debian-cache"))
+    builder = local_builder(ImageCache(workdir / "debian-cache"))
     _, cold_s = await timed_build(builder, context)
     cached, cached_s = await timed_build(builder, context)
     assert cached.cached
@@ -57,7 +59,7 @@ async def main(starts: int, execs: int, debian: bool = False) -> dict[str, Any]:
     try:
         context = workdir / "context"
         shutil.copytree(TASK_ENV, context)
-        builder = ImageBuilder(ImageCache(workdir / "cache"))
+        builder = local_builder(ImageCache(workdir / "cache"))
         cold, cold_s = await timed_build(builder, context)
         cached, cached_s = await timed_build(builder, context)
         assert cached.cached and cached.key == cold.key

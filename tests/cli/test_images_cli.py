@@ -7,8 +7,8 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from ares.cli.main import app
-from ares.sandbox.images import ImageCache
-from ares.sandbox.images.bases import host_python_version
+from ares.images.build.standins import host_python_version
+from ares.images.cache import ImageCache
 
 HOST_PY = ".".join((host_python_version() or "3.11").split(".")[:2])
 runner = CliRunner()

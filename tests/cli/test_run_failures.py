@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ares.cli.progress import LiveProgress, PlainProgress, _Tally
 from ares.core.status import EpisodeStatus
+from ares.images.progress import BuildEvent
 from ares.rollout.results import EpisodeResult
-from ares.sandbox.images.progress import BuildEvent
 
 UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
 

@@ -34,7 +34,7 @@ from ares.sandbox.pool import PooledSandbox, WarmPool
 
 ALL = frozenset(Capability)
 #: Where a module-level ``__getattr__`` is a lazy import of optional extras, not a forwarder.
-LAZY_MODULES = {"ares.sandbox.images", "ares.agents.mini_swe"}
+LAZY_MODULES = {"ares", "ares.agents.mini_swe"}
 
 
 BACKENDS = {

@@ -28,11 +28,11 @@ from pathlib import Path
 import pytest
 
 from ares.errors import SandboxError
+from ares.images.layer_writer import LayerWriter, UnsafeEntry
 from ares.sandbox.base import SandboxSpec
 from ares.sandbox.capabilities import Capability, CapabilityError
 from ares.sandbox.local import LocalSandbox, janitor
 from ares.sandbox.local import snapshot as local_snapshot
-from ares.sandbox.local.layers import LayerWriter, UnsafeEntry
 from ares.sandbox.pool import WarmPool
 from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
 from nobody_python import DROP, SKIP_REASON, nobody_python

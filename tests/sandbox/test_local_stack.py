@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ares.errors import SandboxError
-from ares.sandbox.local.rootfs import OverlayMount, RootfsPlan
+from ares.images.rootfs import OverlayMount, RootfsPlan
 from ares.sandbox.local.stack import LayerStack, stacked
 
 IMAGE = RootfsPlan((OverlayMount("/", ("/base",)),))

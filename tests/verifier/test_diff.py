@@ -6,8 +6,8 @@ import os
 import stat
 from pathlib import Path
 
+from ares.images.rootfs import OverlayMount
 from ares.sandbox.local import diff
-from ares.sandbox.local.rootfs import OverlayMount
 
 MOUNTS = (OverlayMount("/", ("l0",)), OverlayMount("/etc", ("l1",)))
 

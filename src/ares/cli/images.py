@@ -14,8 +14,9 @@ from rich.table import Table
 
 from ares.cli.common import fail
 from ares.errors import AresError
-from ares.sandbox.images.builder import ImageBuilder, LocalImage
-from ares.sandbox.images.cache import ImageCache
+from ares.images.build.builder import ImageBuilder, LocalImage
+from ares.images.cache import ImageCache
+from ares.sandbox.local.images import local_builder
 
 app = typer.Typer(
     help="Build and manage local sandbox images (Dockerfiles -> cached layers).", no_args_is_help=True
@@ -66,7 +67,7 @@ def build(
         contexts = dockerfile_dirs(path)
     except AresError as exc:
         raise _fail(str(exc)) from None
-    builder = ImageBuilder(
+    builder = local_builder(
         ImageCache(cache_dir),
         on_log=None if quiet else lambda line: console.print(line, highlight=False, markup=False),
     )

@@ -73,6 +73,7 @@ from ares.cli.view import view
 from ares.core.closing import AsyncClosable, Closable
 from ares.core.status import EpisodeStatus
 from ares.errors import AresError, SandboxUnavailableError
+from ares.images.progress import build_listener
 from ares.policies import API_POLICIES, make_policy
 from ares.policies.base import TokenExactPolicyFactory
 from ares.records.collectors import JsonDirCollector
@@ -80,7 +81,6 @@ from ares.registry import list_presets, make
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.rollout.runner import run_episodes
 from ares.sandbox.backends import make_sandbox_factory
-from ares.sandbox.images.progress import build_listener
 from ares.tracking import Tracker, Trackers, TrackingError, make_tracker
 
 app = App(help="ARES: RL environments for LLM coding agents.", no_args_is_help=True)

@@ -20,8 +20,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
+from ares.images.progress import BuildEvent
 from ares.rollout.results import EpisodeResult
-from ares.sandbox.images.progress import BuildEvent
 
 #: Distinct errors announced while the run goes on (all of them are in the summary).
 MAX_ANNOUNCED_ERRORS = 5

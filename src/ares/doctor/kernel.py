@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ares.doctor.check import Check, run_python
-from ares.sandbox.images.cache import default_cache_dir
+from ares.images.cache import default_cache_dir
 from ares.sandbox.local.cgroups import unescape
 
 PROBE_SCRIPT = str(Path(__file__).with_name("_kernel_probe.py"))

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ares.sandbox.images.cache import default_cache_dir
+from ares.images.cache import default_cache_dir
 
 if TYPE_CHECKING:
     import torch

@@ -15,7 +15,7 @@ of one key in one engine wait for each other (an in-process lock per engine and 
 concurrent tasks run each shared step once. Dockerfiles this does not apply to (several stages,
 flags on the shared steps, ONBUILD, a base image not in the engine) are built in one go as before.
 
-Progress is reported as ``BuildEvent``s (``ares.sandbox.images.progress``): one step per shared
+Progress is reported as ``BuildEvent``s (``ares.images.progress``): one step per shared
 layer plus one for the rest of the Dockerfile.
 """
 
@@ -39,10 +39,8 @@ import docker.errors
 import requests.exceptions
 
 from ares.errors import ImageBuildError, SandboxError
-from ares.sandbox.base import ImageSpec
-from ares.sandbox.docker.client import api_message, run_blocking
-from ares.sandbox.images.dockerfile import DockerfileError, expand, key_values, parse_dockerfile, split_words
-from ares.sandbox.images.progress import (
+from ares.images.build.dockerfile import DockerfileError, expand, key_values, parse_dockerfile, split_words
+from ares.images.progress import (
     BuildEvent,
     BuildListener,
     BuildState,
@@ -51,6 +49,8 @@ from ares.sandbox.images.progress import (
     emit,
     step_text,
 )
+from ares.sandbox.base import ImageSpec
+from ares.sandbox.docker.client import api_message, run_blocking
 
 BUILD_REPOSITORY = "ares-build"
 HASH_LABEL = "ares.build.hash"

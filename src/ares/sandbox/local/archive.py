@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ares.errors import SandboxError
+from ares.images.layer_writer import LayerWriter, UnsafeEntry
+from ares.images.rootfs import OverlayMount, RootfsPlan
 from ares.sandbox.local import janitor, layers, limits
-from ares.sandbox.local.rootfs import OverlayMount, RootfsPlan
 from ares.sandbox.local.snapshot import BACKEND, layers_of, mounts_of, plan_digest, register, snapshots_dir
 from ares.sandbox.local.stack import resolve_image
 from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
@@ -291,7 +292,7 @@ def import_archive(source: Path, plan: RootfsPlan, byte_limit: int | None) -> Fi
         counts = _unpack(diff, dest, plan.mounts, byte_limit)
     except BaseException as exc:
         janitor.remove_tree(dest)
-        if isinstance(exc, (layers.UnsafeEntry, tarfile.TarError, EOFError, OSError)):
+        if isinstance(exc, (UnsafeEntry, tarfile.TarError, EOFError, OSError)):
             why = f"{exc.strerror}: {exc.filename}" if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise SandboxError(f"refusing the snapshot archive {source}: {why}") from exc
         raise
@@ -314,35 +315,33 @@ def import_archive(source: Path, plan: RootfsPlan, byte_limit: int | None) -> Fi
 def _unpack(
     diff: Path, dest: Path, mounts: Sequence[OverlayMount], byte_limit: int | None
 ) -> tuple[int, int]:
-    writer = layers.LayerWriter(dest)
+    writer = LayerWriter(dest)
     owner = os.geteuid() == 0
     members = total = 0
     with tarfile.open(diff, mode="r|gz") as tar:
         for member in tar:
             members += 1
             if members > MAX_MEMBERS:
-                raise layers.UnsafeEntry(f"more than {MAX_MEMBERS} members")
+                raise UnsafeEntry(f"more than {MAX_MEMBERS} members")
             name = _member_path(member.name)
             base = posixpath.basename(name)
             parent = posixpath.dirname(name)
             if base.startswith(WHITEOUT_PREFIX):
                 if not (member.isreg() and member.size == 0):
-                    raise layers.UnsafeEntry(f"{member.name!r}: a whiteout must be an empty file")
+                    raise UnsafeEntry(f"{member.name!r}: a whiteout must be an empty file")
                 if base == OPAQUE_MARKER:
                     if not parent:
-                        raise layers.UnsafeEntry("an opaque marker for the root")
+                        raise UnsafeEntry("an opaque marker for the root")
                     writer.opaque(_layer_path(parent, mounts, whole_mount_ok=False))
                 else:
                     target = base[len(WHITEOUT_PREFIX) :]
                     if target in ("", ".", "..") or target.startswith(WHITEOUT_PREFIX):
-                        raise layers.UnsafeEntry(f"{member.name!r} is not a valid whiteout")
+                        raise UnsafeEntry(f"{member.name!r} is not a valid whiteout")
                     writer.whiteout(_layer_path(posixpath.join(parent, target), mounts, whole_mount_ok=False))
                 continue
             for value in (member.uid, member.gid):
                 if not 0 <= value < ID_LIMIT:
-                    raise layers.UnsafeEntry(
-                        f"{member.name!r} is owned by id {value}, outside the sandbox's ids"
-                    )
+                    raise UnsafeEntry(f"{member.name!r} is owned by id {value}, outside the sandbox's ids")
             uid, gid = (member.uid, member.gid) if owner else (os.geteuid(), os.getegid())
             if member.isdir():
                 rel = _layer_path(name, mounts, whole_mount_ok=True)
@@ -353,9 +352,7 @@ def _unpack(
             if member.isreg():
                 total += member.size
                 if byte_limit is not None and total > byte_limit:
-                    raise layers.UnsafeEntry(
-                        f"its content exceeds the sandbox's disk limit ({byte_limit} bytes)"
-                    )
+                    raise UnsafeEntry(f"its content exceeds the sandbox's disk limit ({byte_limit} bytes)")
                 stream = tar.extractfile(member)
                 assert stream is not None
                 writer.file(rel, member.mode, uid, gid, member.mtime, stream, member.size)
@@ -363,12 +360,12 @@ def _unpack(
                 writer.hardlink(rel, _layer_path(_member_path(member.linkname), mounts, whole_mount_ok=False))
             elif member.issym():
                 if climbs_out(name, member.linkname):
-                    raise layers.UnsafeEntry(f"symlink {member.name!r} -> {member.linkname!r} climbs above /")
+                    raise UnsafeEntry(f"symlink {member.name!r} -> {member.linkname!r} climbs above /")
                 writer.symlink(rel, member.linkname, uid, gid, member.mtime)
             elif member.isfifo():
                 writer.fifo(rel, member.mode, uid, gid, member.mtime)
             else:
-                raise layers.UnsafeEntry(f"{member.name!r} is a device or special file")
+                raise UnsafeEntry(f"{member.name!r} is a device or special file")
     writer.finish()
     return members, total
 
@@ -392,16 +389,16 @@ def climbs_out(path: str, target: str) -> bool:
 def _member_path(name: str) -> str:
     """A member name as a relative sandbox path; refused if absolute, with ``..`` or empty parts."""
     if "\0" in name or len(name) > 4096:
-        raise layers.UnsafeEntry(f"{name[:200]!r} is not a valid name")
+        raise UnsafeEntry(f"{name[:200]!r} is not a valid name")
     if name.startswith("/"):
-        raise layers.UnsafeEntry(f"{name!r} is an absolute path")
+        raise UnsafeEntry(f"{name!r} is an absolute path")
     parts = name.split("/")
     while parts and parts[0] == ".":
         parts = parts[1:]
     if parts and parts[-1] == "":
         parts = parts[:-1]
     if not parts or any(p in ("", ".", "..") for p in parts):
-        raise layers.UnsafeEntry(f"{name!r} is not a plain relative path")
+        raise UnsafeEntry(f"{name!r} is not a plain relative path")
     return "/".join(parts)
 
 
@@ -411,7 +408,7 @@ def _layer_path(path: str, mounts: Sequence[OverlayMount], *, whole_mount_ok: bo
     if rel == ".":
         if whole_mount_ok:
             return None  # type: ignore[return-value]  # a mount's own root keeps its attributes
-        raise layers.UnsafeEntry(f"/{path} is a mount point of the image")
+        raise UnsafeEntry(f"/{path} is a mount point of the image")
     return f"{mount.key}/{rel}"
 
 

@@ -10,8 +10,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ares.images.rootfs import OverlayMount
 from ares.sandbox.local import layers
-from ares.sandbox.local.rootfs import OverlayMount
 
 
 def move_diff(

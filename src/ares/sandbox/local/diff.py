@@ -14,9 +14,9 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from ares.images.rootfs import OverlayMount
 from ares.sandbox.base import DiffSummary
 from ares.sandbox.local import layers
-from ares.sandbox.local.rootfs import OverlayMount
 
 OPAQUE_XATTRS = layers.OPAQUE_XATTRS
 #: Entries a summary walks at most (an agent may leave millions of files).

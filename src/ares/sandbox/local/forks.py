@@ -14,9 +14,9 @@ import secrets
 from collections.abc import Sequence
 from pathlib import Path
 
+from ares.images.rootfs import RootfsPlan
 from ares.sandbox.base import DiffSummary
 from ares.sandbox.local import diff, layers
-from ares.sandbox.local.rootfs import RootfsPlan
 from ares.sandbox.local.stack import LayerStack
 
 

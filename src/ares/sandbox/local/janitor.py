@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+from ares.core.rmtree import remove_tree
 from ares.errors import SandboxError
 from ares.sandbox.local import cgroups, limits
-from ares.sandbox.local.rmtree import remove_tree
 
 logger = logging.getLogger(__name__)
 

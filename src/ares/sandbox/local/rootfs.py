@@ -1,21 +1,19 @@
-"""Root filesystems for the local sandbox: mount plans made of overlay layers.
+"""The host base image: the host's system directories as overlay mounts, secrets masked.
 
-A sandbox root is a list of overlay mounts. Each mount has read-only lower layers and gets a fresh
-upper dir per sandbox, so a sandbox's filesystem diff against its image is exactly its upper dirs.
-
-The host base image exposes only the host's system directories (/usr, /etc, /lib*, /bin, /sbin),
-each as its own overlay (a lower layer may not contain other mounts, and "/" does), on top of a
-generated skeleton root. /root, /home, /tmp, the project checkout and every other host tree are
-absent; files in /etc that are not world-readable (shadow, private keys, ...) are masked by empty
-files in a generated layer above /etc.
+The host base exposes only the host's system directories (/usr, /etc, /lib*, /bin, /sbin), each as
+its own overlay (a lower layer may not contain other mounts, and "/" does), on top of a generated
+skeleton root. /root, /home, /tmp, the project checkout and every other host tree are absent; files
+in /etc that are not world-readable (shadow, private keys, ...) are masked by empty files in a
+generated layer above /etc. Mount plans themselves are ``ares.images.rootfs`` values.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
+
+from ares.images.rootfs import OPAQUE_XATTR, OverlayMount, RootfsPlan
 
 SYSTEM_DIRS = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 SKELETON_DIRS = {
@@ -36,38 +34,6 @@ SKELETON_DIRS = {
     "sys": 0o555,
 }
 ETC_SECRETS = ("shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "security/opasswd")
-OPAQUE_XATTR = "user.overlay.opaque"
-
-
-@dataclass(frozen=True, slots=True)
-class OverlayMount:
-    """One overlay in a sandbox root: ``target`` inside the sandbox, ``lower`` from top to bottom."""
-
-    target: str
-    lower: tuple[str, ...]
-
-    @property
-    def key(self) -> str:
-        """A directory name for this mount's upper/work dirs."""
-        return "_root" if self.target == "/" else self.target.strip("/").replace("/", "_")
-
-
-@dataclass(frozen=True, slots=True)
-class RootfsPlan:
-    """The ordered mounts that make up a sandbox root (parents before children)."""
-
-    mounts: tuple[OverlayMount, ...]
-
-    def stacked_on(self, diff_dir: Path) -> RootfsPlan:
-        """This image plus a frozen sandbox diff (its upper dirs) as the topmost read-only layers."""
-        return RootfsPlan(
-            tuple(
-                OverlayMount(m.target, (str(diff_dir / m.key), *m.lower))
-                if (diff_dir / m.key).is_dir()
-                else m
-                for m in self.mounts
-            )
-        )
 
 
 def build_host_base(base_dir: Path, host_root: Path = Path("/")) -> RootfsPlan:

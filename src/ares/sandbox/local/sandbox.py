@@ -28,6 +28,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from ares.errors import SandboxCrashedError, SandboxError
+from ares.images.config import ImageConfig
+from ares.images.rootfs import RootfsPlan
 from ares.sandbox import trusted_shell
 from ares.sandbox.base import (
     BindMount,
@@ -40,7 +42,6 @@ from ares.sandbox.base import (
 )
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.files import extract_tar, tar_files
-from ares.sandbox.images.config import ImageConfig
 from ares.sandbox.local import (
     archive,
     commit,
@@ -59,7 +60,6 @@ from ares.sandbox.local import (
 from ares.sandbox.local import snapshot as local_snapshot
 from ares.sandbox.local.channel import ExecRequest, InitChannel, Reply
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
-from ares.sandbox.local.rootfs import RootfsPlan
 from ares.sandbox.local.stack import LayerStack, resolve_image
 from ares.sandbox.local.state import SandboxState
 from ares.sandbox.snapshots import FilesystemSnapshot

@@ -14,10 +14,10 @@ import secrets
 from collections.abc import Callable
 from pathlib import Path
 
+from ares.images.rootfs import RootfsPlan
 from ares.sandbox import trusted_shell
 from ares.sandbox.base import Sandbox
 from ares.sandbox.local import workspace
-from ares.sandbox.local.rootfs import RootfsPlan
 
 _SHELLS: dict[tuple[int, RootfsPlan], tuple[Path, trusted_shell.ShellBundle] | None] = {}
 

@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ares.errors import SandboxError
+from ares.images.rootfs import OverlayMount, RootfsPlan
 from ares.sandbox.local import janitor, layers, limits, workspace
-from ares.sandbox.local.rootfs import OverlayMount, RootfsPlan
 from ares.sandbox.local.stack import LayerStack
 from ares.sandbox.snapshots import FilesystemSnapshot
 

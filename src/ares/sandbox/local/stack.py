@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ares.errors import SandboxError
+from ares.images.config import ImageConfig
+from ares.images.rootfs import RootfsPlan
 from ares.sandbox.base import ImageSpec
-from ares.sandbox.images.config import ImageConfig
 from ares.sandbox.local import workspace
-from ares.sandbox.local.rootfs import RootfsPlan
 from ares.sandbox.snapshots import FilesystemSnapshot
 
 
@@ -23,7 +23,7 @@ async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
     """The mount plan and defaults for ``image``: the host base, or a built (cached) image."""
     if image.name is None and image.dockerfile_dir is None:
         return await workspace.host_base_plan_async(), ImageConfig()
-    from ares.sandbox.images.resolve import resolve_local_image  # builder code only when needed
+    from ares.sandbox.local.images import resolve_local_image  # builder code only when needed
 
     built = await resolve_local_image(image)
     return built.plan, built.config

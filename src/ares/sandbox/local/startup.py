@@ -17,10 +17,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ares.errors import SandboxError, SandboxUnavailableError
+from ares.images.rootfs import RootfsPlan
 from ares.sandbox.base import BindMount
 from ares.sandbox.local import channel, limits, userns
 from ares.sandbox.local.channel import InitChannel
-from ares.sandbox.local.rootfs import RootfsPlan
 
 HINT = (
     "The local sandbox needs Linux user namespaces (sysctl user.max_user_namespaces > 0, and "

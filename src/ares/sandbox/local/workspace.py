@@ -10,8 +10,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from ares.images.rootfs import RootfsPlan
 from ares.sandbox.local import janitor
-from ares.sandbox.local.rootfs import RootfsPlan, build_host_base
+from ares.sandbox.local.rootfs import build_host_base
 
 _lock = threading.Lock()
 _process_dir: Path | None = None

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ares.sandbox.images import ImageBuilder, ImageCache
+from ares.images.cache import ImageCache
+from ares.sandbox.local.images import image_sandbox, local_builder
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or not (shutil.which("debootstrap") or Path("/usr/sbin/debootstrap").exists()),
@@ -33,8 +34,8 @@ async def test_debian_style_bases_build_with_apt(debian_cache: ImageCache, tmp_p
         "WORKDIR /home/agent\n"
     )
     lines: list[str] = []
-    image = await ImageBuilder(debian_cache, on_log=lines.append).build(ctx)
-    async with image.sandbox() as sandbox:
+    image = await local_builder(debian_cache, on_log=lines.append).build(ctx)
+    async with image_sandbox(image) as sandbox:
         assert (await sandbox.exec("echo '{\"a\": 41}' | jq '.a + 1'")).stdout == "42\n"
         assert (await sandbox.exec("id -un && pwd && echo $HOME")).stdout.split() == [
             "agent",
@@ -49,5 +50,5 @@ async def test_debian_style_bases_build_with_apt(debian_cache: ImageCache, tmp_p
     ubuntu.mkdir()
     (ubuntu / "Dockerfile").write_text("FROM ubuntu:22.04\nRUN test -f /etc/debian_version\n")
     notes: list[str] = []
-    await ImageBuilder(debian_cache, on_log=notes.append).build(ubuntu)
+    await local_builder(debian_cache, on_log=notes.append).build(ubuntu)
     assert any("approximated by Debian bookworm" in line for line in notes)

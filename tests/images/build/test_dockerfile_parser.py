@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ares.sandbox.images.dockerfile import DockerfileError, expand, key_values, parse_dockerfile, split_words
+from ares.images.build.dockerfile import DockerfileError, expand, key_values, parse_dockerfile, split_words
 
 
 def test_continuations_comments_and_forms() -> None:

@@ -11,7 +11,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ares.sandbox.images.dockerfile import DockerfileError
+from ares.images.build.dockerfile import DockerfileError
 
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz")
 

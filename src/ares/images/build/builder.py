@@ -23,18 +23,8 @@ from pathlib import Path, PurePosixPath
 from typing import TextIO
 
 from ares.errors import ImageBuildError
-from ares.sandbox.base import Resources, SandboxSpec
-from ares.sandbox.images.bases import (
-    DEBIAN_SUITE,
-    BaseImage,
-    base_plan,
-    debian_base_key,
-    resolve_base,
-)
-from ares.sandbox.images.cache import ImageCache, ImageRecord, LayerRecord, staged_dir
-from ares.sandbox.images.config import ImageConfig
-from ares.sandbox.images.context import BuildContext
-from ares.sandbox.images.dockerfile import (
+from ares.images.build.context import BuildContext
+from ares.images.build.dockerfile import (
     DockerfileError,
     Instruction,
     expand,
@@ -42,7 +32,17 @@ from ares.sandbox.images.dockerfile import (
     parse_dockerfile,
     split_words,
 )
-from ares.sandbox.images.progress import (
+from ares.images.build.standins import (
+    DEBIAN_SUITE,
+    BaseImage,
+    base_plan,
+    debian_base_key,
+    resolve_base,
+)
+from ares.images.build.steps import BuildCommand, StepRunner
+from ares.images.cache import ImageCache, ImageRecord, LayerRecord, staged_dir
+from ares.images.config import ImageConfig
+from ares.images.progress import (
     BuildEvent,
     BuildListener,
     BuildState,
@@ -51,8 +51,7 @@ from ares.sandbox.images.progress import (
     emit,
     step_text,
 )
-from ares.sandbox.local.rootfs import RootfsPlan
-from ares.sandbox.local.sandbox import LocalSandbox
+from ares.images.rootfs import RootfsPlan
 
 #: Host variables a RUN step inherits at build time only: package mirrors and proxies (Docker passes
 #: the proxy ones as predefined build args). They are never part of the image or of cache keys.
@@ -62,9 +61,6 @@ BUILD_PASSTHROUGH = (
     "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "npm_config_registry",
 )  # fmt: skip
 DEFAULT_STEP_TIMEOUT_S = 1800.0
-#: Build steps get the default memory and process limits, but no disk tmpfs: their diff is committed
-#: by renaming it into the cache, which must be on the same filesystem.
-BUILD_RESOURCES = Resources(memory_mb=8192, pids=4096)
 CONFIG_ONLY = frozenset(
     {
         "ARG", "ENV", "USER", "SHELL", "LABEL", "EXPOSE", "CMD", "ENTRYPOINT", "VOLUME", "STOPSIGNAL",
@@ -99,11 +95,6 @@ class LocalImage:
     def cached(self) -> bool:
         return all(step.cached for step in self.steps)
 
-    def sandbox(self, spec: SandboxSpec | None = None) -> LocalSandbox:
-        """An unstarted sandbox of this image (working dir from the image unless ``spec`` says)."""
-        spec = spec or SandboxSpec(workdir=self.config.workdir or "/workspace")
-        return LocalSandbox(spec, plan=self.plan, image_config=self.config)
-
 
 @dataclass
 class _State:
@@ -133,12 +124,14 @@ class ImageBuilder:
         self,
         cache: ImageCache | None = None,
         *,
+        runner: StepRunner,
         on_log: Callable[[str], None] | None = None,
         on_event: BuildListener | None = None,
         build_env: Mapping[str, str] | None = None,
         step_timeout_s: float = DEFAULT_STEP_TIMEOUT_S,
     ) -> None:
         self.cache = cache or ImageCache()
+        self.runner = runner
         self.on_log = on_log
         self.on_event = on_event
         if build_env is None:
@@ -186,7 +179,7 @@ class ImageBuilder:
     async def load(self, record: ImageRecord) -> LocalImage:
         """Rebuild the plan of a cached image record (bases are per process, layers are shared)."""
         base = resolve_base(record.base)
-        plan = await base_plan(base, self.cache)
+        plan = await base_plan(base, self.cache, self.runner)
         config = base.config
         for key in record.layers:
             layer = self.cache.layer(key)
@@ -319,7 +312,7 @@ class _Build:
     async def _start(self, base: BaseImage) -> _State:
         notes: list[str] = []
         base_key = base.key if base.kind == "host" else await debian_base_key(self.cache)
-        plan = await base_plan(base, self.cache, notes)
+        plan = await base_plan(base, self.cache, self.builder.runner, notes)
         for note in notes:
             self.say(f" ---> {note}")
         state = _State(_hash("base", base_key), plan, base.config, {})
@@ -520,30 +513,26 @@ class _Build:
         user: str | None = None,
     ) -> None:
         """Run one build command on top of the layers so far and commit its diff to ``staged/fs``."""
-        env = {**state.args, **self.builder.build_env, **state.config.env}
-        spec = SandboxSpec(network=True, workdir=state.config.workdir or "/", hostname="ares-build")
-        sandbox = LocalSandbox(
-            spec,
+        command_spec = BuildCommand(
             plan=state.plan,
-            image_config=replace(state.config, env={}),
+            config=replace(state.config, env={}),
+            command=command,
+            diff_dir=staged / "fs",
             scratch_dir=staged,
-            default_resources=BUILD_RESOURCES,
+            env={**state.args, **self.builder.build_env, **state.config.env},
+            workdir=state.config.workdir or "/",
+            user=user,
+            stdin=stdin,
+            timeout_s=self.builder.step_timeout_s,
         )
-        await sandbox.start()
-        try:
-            result = await sandbox.exec(
-                command, env=env, timeout_s=self.builder.step_timeout_s, stdin=stdin, user=user
-            )
-            for stream in (result.stdout, result.stderr):
-                for line in stream.splitlines():
-                    self.say(f"  | {line}")
-            if not result.ok:
-                why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
-                tail = (result.stdout + result.stderr).strip()[-2000:]
-                raise ImageBuildError(f"build step {command[:200]!r} {why}:\n{tail}")
-            await sandbox.commit(staged / "fs")
-        finally:
-            await sandbox.stop()
+        result = await self.builder.runner.run(command_spec)
+        for stream in (result.stdout, result.stderr):
+            for line in stream.splitlines():
+                self.say(f"  | {line}")
+        if not result.ok:
+            why = "timed out" if result.timed_out else f"exited with code {result.exit_code}"
+            tail = (result.stdout + result.stderr).strip()[-2000:]
+            raise ImageBuildError(f"build step {command[:200]!r} {why}:\n{tail}")
 
 
 def _debian_root_ready(cache: ImageCache) -> bool:

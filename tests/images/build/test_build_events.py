@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from ares.errors import ImageBuildError
-from ares.sandbox.images import ImageBuilder, ImageCache
-from ares.sandbox.images.bases import host_python_version
-from ares.sandbox.images.progress import BuildEvent, build_listener, current_listener, emit, step_text
+from ares.images.build.standins import host_python_version
+from ares.images.cache import ImageCache
+from ares.images.progress import BuildEvent, build_listener, current_listener, emit, step_text
+from ares.sandbox.local.images import local_builder
 
 PY = ".".join((host_python_version() or "3.11").split(".")[:2])
 
@@ -32,7 +33,7 @@ async def test_a_build_reports_each_step_then_the_image(tmp_path: Path) -> None:
     ctx = context(
         tmp_path, f"FROM python:{PY}-slim\nENV A=1\nRUN sleep 0.3 && echo hi > /x\nCOPY app.py /app/\n"
     )
-    builder = ImageBuilder(ImageCache(tmp_path / "cache"))
+    builder = local_builder(ImageCache(tmp_path / "cache"))
     events: list[BuildEvent] = []
     with build_listener(events.append):
         await builder.build(ctx)
@@ -69,7 +70,7 @@ async def test_a_build_reports_each_step_then_the_image(tmp_path: Path) -> None:
 async def test_a_failing_step_is_reported_failed_before_the_error_propagates(tmp_path: Path) -> None:
     ctx = context(tmp_path, f"FROM python:{PY}-slim\nRUN echo no && exit 3\n")
     events: list[BuildEvent] = []
-    builder = ImageBuilder(ImageCache(tmp_path / "cache"), on_event=events.append)  # explicit hook
+    builder = local_builder(ImageCache(tmp_path / "cache"), on_event=events.append)  # explicit hook
     with pytest.raises(ImageBuildError):
         await builder.build(ctx)
     assert states(events)[-3:] == [
@@ -82,7 +83,7 @@ async def test_a_failing_step_is_reported_failed_before_the_error_propagates(tmp
 
 async def test_listeners_follow_the_context_into_tasks_and_never_break_a_build(tmp_path: Path) -> None:
     ctx = context(tmp_path, f"FROM python:{PY}-slim\nWORKDIR /w\n")
-    builder = ImageBuilder(ImageCache(tmp_path / "cache"))
+    builder = local_builder(ImageCache(tmp_path / "cache"))
     seen: list[str] = []
 
     def broken(event: BuildEvent) -> None:

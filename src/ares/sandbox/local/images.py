@@ -7,18 +7,44 @@ and every later one reuses the result, so a reset costs a sandbox start, never a
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from ares.sandbox.base import ImageSpec
-from ares.sandbox.images.builder import ImageBuilder, LocalImage
+from ares.images.build.builder import ImageBuilder, LocalImage
+from ares.images.cache import ImageCache
+from ares.images.progress import BuildListener
+from ares.sandbox.base import ImageSpec, SandboxSpec
+from ares.sandbox.local.build_steps import LocalStepRunner
+from ares.sandbox.local.sandbox import LocalSandbox
 
 _builder: ImageBuilder | None = None
 _resolved: dict[ImageSpec, asyncio.Future[LocalImage]] = {}
 
 
+def local_builder(
+    cache: ImageCache | None = None,
+    *,
+    on_log: Callable[[str], None] | None = None,
+    on_event: BuildListener | None = None,
+    build_env: Mapping[str, str] | None = None,
+    **options: Any,
+) -> ImageBuilder:
+    """An image builder whose RUN/COPY steps run in local sandboxes."""
+    return ImageBuilder(
+        cache, runner=LocalStepRunner(), on_log=on_log, on_event=on_event, build_env=build_env, **options
+    )
+
+
+def image_sandbox(image: LocalImage, spec: SandboxSpec | None = None) -> LocalSandbox:
+    """An unstarted sandbox of ``image`` (working dir from the image unless ``spec`` says)."""
+    spec = spec or SandboxSpec(workdir=image.config.workdir or "/workspace")
+    return LocalSandbox(spec, plan=image.plan, image_config=image.config)
+
+
 def default_builder() -> ImageBuilder:
     global _builder
     if _builder is None:
-        _builder = ImageBuilder()
+        _builder = local_builder()
     return _builder
 
 

@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from ares.sandbox.images import (
-    DockerfileError,
-    ImageBuilder,
-    ImageBuildError,
-    ImageCache,
-    UnsupportedBaseError,
-)
-from ares.sandbox.images.bases import host_python_version
+from ares.errors import ImageBuildError
+from ares.images.build.builder import ImageBuilder
+from ares.images.build.dockerfile import DockerfileError
+from ares.images.build.standins import UnsupportedBaseError, host_python_version
+from ares.images.cache import ImageCache
+from ares.sandbox.local.images import image_sandbox, local_builder
 
 HOST_PY = ".".join((host_python_version() or "3.11").split(".")[:2])
 
@@ -30,7 +28,7 @@ def write(root: Path, files: dict[str, str]) -> Path:
 
 @pytest.fixture
 def builder(tmp_path: Path) -> ImageBuilder:
-    return ImageBuilder(ImageCache(tmp_path / "cache"))
+    return local_builder(ImageCache(tmp_path / "cache"))
 
 
 DOCKERFILE = f"""FROM python:{HOST_PY}-slim
@@ -67,7 +65,7 @@ async def test_build_runs_instructions_and_sets_config(builder: ImageBuilder, tm
     assert image.config.cmd == ("python", "app.py")
     assert image.config.labels == {"org.example.team": "rl infra"}
     assert image.config.exposed_ports == ("8000/tcp",)
-    async with image.sandbox() as sandbox:
+    async with image_sandbox(image) as sandbox:
         checks = {
             "cat /greeting": "hi from run",
             "cat /usr/local/share/demo/x": "x",
@@ -103,22 +101,22 @@ async def test_rebuild_reuses_layers_up_to_the_changed_step(builder: ImageBuilde
     assert cached["RUN echo one > /one"] is True
     assert cached["COPY data.txt /data.txt"] is False
     assert cached["RUN cat /data.txt > /copy"] is False
-    async with changed.sandbox() as sandbox:
+    async with image_sandbox(changed) as sandbox:
         assert (await sandbox.read_file("/copy")) == b"v2"
-    async with first.sandbox() as sandbox:  # the old image is still intact
+    async with image_sandbox(first) as sandbox:  # the old image is still intact
         assert (await sandbox.read_file("/copy")) == b"v1"
 
 
 async def test_concurrent_builds_of_one_image_build_once(tmp_path: Path) -> None:
     ctx = write(tmp_path / "ctx", {"Dockerfile": f"FROM python:{HOST_PY}\nRUN echo $RANDOM > /r\n"})
     cache = ImageCache(tmp_path / "cache")
-    images = await asyncio.gather(*(ImageBuilder(cache).build(ctx) for _ in range(4)))
+    images = await asyncio.gather(*(local_builder(cache).build(ctx) for _ in range(4)))
     assert len({image.key for image in images}) == 1
     runs = [s for image in images for s in image.steps if s.instruction.startswith("RUN") and not s.cached]
     assert len(runs) == 1
     contents = set()
     for image in images:
-        async with image.sandbox() as sandbox:
+        async with image_sandbox(image) as sandbox:
             contents.add(await sandbox.read_file("/r"))
     assert len(contents) == 1
 
@@ -126,7 +124,7 @@ async def test_concurrent_builds_of_one_image_build_once(tmp_path: Path) -> None
 async def test_deletions_in_a_layer_hide_lower_files(builder: ImageBuilder, tmp_path: Path) -> None:
     dockerfile = f"FROM python:{HOST_PY}\nRUN mkdir /d && touch /d/a /d/b\nRUN rm /d/a && rm -rf /etc/ssl\n"
     image = await builder.build(write(tmp_path / "ctx", {"Dockerfile": dockerfile}))
-    async with image.sandbox() as sandbox:
+    async with image_sandbox(image) as sandbox:
         assert (await sandbox.exec("ls /d")).stdout.split() == ["b"]
         assert not (await sandbox.exec("test -e /etc/ssl")).ok
 
@@ -182,7 +180,7 @@ async def test_dockerignore_add_archive_and_chmod(builder: ImageBuilder, tmp_pat
         tar.add(ctx / "payload", arcname="payload")
     (ctx / ".dockerignore").write_text("secrets/\n**/*.pyc\n!keep.pyc\n")
     image = await builder.build(ctx)
-    async with image.sandbox() as sandbox:
+    async with image_sandbox(image) as sandbox:
         assert (await sandbox.exec("/src/tool.sh")).stdout == "tool\n"
         assert not (await sandbox.exec("test -e /src/secrets/token")).ok
         assert not (await sandbox.exec("test -e /src/pkg/mod.pyc")).ok
@@ -195,11 +193,11 @@ async def test_build_env_reaches_run_steps_but_not_keys_or_image(tmp_path: Path)
         tmp_path / "ctx", {"Dockerfile": f"FROM python:{HOST_PY}\nRUN echo ${{PIP_INDEX_URL:-none}} > /m\n"}
     )
     cache = ImageCache(tmp_path / "cache")
-    image = await ImageBuilder(cache, build_env={"PIP_INDEX_URL": "http://mirror.invalid/simple"}).build(ctx)
-    async with image.sandbox() as sandbox:
+    image = await local_builder(cache, build_env={"PIP_INDEX_URL": "http://mirror.invalid/simple"}).build(ctx)
+    async with image_sandbox(image) as sandbox:
         assert (await sandbox.read_file("/m")) == b"http://mirror.invalid/simple\n"
         assert (await sandbox.exec("echo ${PIP_INDEX_URL:-none}")).stdout == "none\n"
-    assert (await ImageBuilder(cache, build_env={}).build(ctx)).cached
+    assert (await local_builder(cache, build_env={}).build(ctx)).cached
 
 
 async def test_from_a_tagged_image_in_the_cache(builder: ImageBuilder, tmp_path: Path) -> None:
@@ -210,7 +208,7 @@ async def test_from_a_tagged_image_in_the_cache(builder: ImageBuilder, tmp_path:
     child = write(tmp_path / "child", {"Dockerfile": "FROM team/base:1\nRUN touch /c\n"})
     image = await builder.build(child)
     assert image.config.env["LEVEL"] == "parent"
-    async with image.sandbox() as sandbox:
+    async with image_sandbox(image) as sandbox:
         assert (await sandbox.exec("test -e /p && test -e /c")).ok
     listed = {tag for record in builder.cache.images() for tag in record.tags}
     assert "team/base:1" in listed

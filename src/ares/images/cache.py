@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ares.sandbox.images.config import ImageConfig
-from ares.sandbox.local import janitor
+from ares.core.rmtree import remove_tree
+from ares.images.config import ImageConfig
+from ares.images.scratch import sweep_dead
 
 
 def default_cache_dir() -> Path:
@@ -115,7 +116,7 @@ class ImageCache:
         try:
             os.rename(staged, target)
         except OSError:  # someone else published it first; theirs is as good as ours
-            janitor.remove_tree(staged)
+            remove_tree(staged)
 
     # ------------------------------------------------------------------ images
     def save_image(self, record: ImageRecord) -> None:
@@ -155,12 +156,12 @@ class ImageCache:
         """This process's staging dir inside the cache (same filesystem, so publishing is a rename)."""
         if self._scratch is None or not self._scratch.name.startswith(f"{os.getpid()}-"):
             tmp = self._dir("tmp")
-            janitor.sweep_stale(tmp)
+            sweep_dead(tmp)
             self._scratch = tmp / f"{os.getpid()}-{secrets.token_hex(4)}"
             self._scratch.mkdir()
             import atexit
 
-            atexit.register(janitor.remove_tree, self._scratch)
+            atexit.register(remove_tree, self._scratch)
         return self._scratch
 
     def log_path(self, label: str) -> Path:
@@ -189,11 +190,11 @@ class ImageCache:
         layers = self.root / "layers"
         for entry in sorted(layers.iterdir()) if layers.is_dir() else []:
             if entry.name not in keep:
-                janitor.remove_tree(entry)
+                remove_tree(entry)
                 removed.append(f"layer {entry.name[:12]}")
         tmp = self.root / "tmp"
         if tmp.is_dir():
-            janitor.sweep_stale(tmp)
+            sweep_dead(tmp)
         return removed
 
     # ------------------------------------------------------------------ locks
@@ -225,4 +226,4 @@ def staged_dir(cache: ImageCache) -> Iterator[Path]:
         yield path
     finally:
         if path.exists():
-            janitor.remove_tree(path)
+            remove_tree(path)

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ares.errors import ImageBuildError
-from ares.sandbox.images.cache import ImageCache
-from ares.sandbox.images.config import ImageConfig
-from ares.sandbox.local import workspace
-from ares.sandbox.local.rootfs import OverlayMount, RootfsPlan
+from ares.images.build.steps import StepRunner
+from ares.images.cache import ImageCache
+from ares.images.config import ImageConfig
+from ares.images.rootfs import OverlayMount, RootfsPlan
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEBIAN_SUITE = "bookworm"
@@ -159,10 +159,12 @@ def find_debootstrap() -> str | None:
     )
 
 
-async def base_plan(base: BaseImage, cache: ImageCache, log: list[str] | None = None) -> RootfsPlan:
+async def base_plan(
+    base: BaseImage, cache: ImageCache, runner: StepRunner, log: list[str] | None = None
+) -> RootfsPlan:
     """The mount plan for a base, creating the Debian root on first use."""
     if base.kind == "host":
-        return await workspace.host_base_plan_async()
+        return await runner.host_base()
     rootfs = await ensure_debian_root(cache, log)
     return RootfsPlan((OverlayMount("/", (str(rootfs),)),))
 
