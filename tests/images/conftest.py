@@ -1,4 +1,4 @@
-"""One real registry for the module's tests, holding a small image in every format the client reads."""
+"""Real registries on loopback for the image tests, holding small images in every format the client reads."""
 
 from __future__ import annotations
 
