@@ -7,20 +7,18 @@ hashing and decompression run in a worker thread so the event loop only moves by
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import inspect
 import os
-import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import httpx
-import zstandard
 
+from ares.images.compression import LayerPipeline as _Pipeline
 from ares.images.errors import ImageError
 from ares.images.registry.manifest import Layer
-from ares.images.registry.mediatypes import Compression, layer_compression
+from ares.images.registry.mediatypes import layer_compression
 from ares.images.registry.reference import Reference
 from ares.images.registry.transport import RegistryClient
 
@@ -31,56 +29,6 @@ Sink = Callable[[bytes], Awaitable[None] | None]
 
 T = TypeVar("T")
 _RESUMES = 3
-
-
-class _Pipeline:
-    """Hash of the blob, decompression, hash of the result; fed chunk by chunk from one thread."""
-
-    def __init__(self, compression: Compression | None) -> None:
-        self.blob = hashlib.sha256()
-        self.diff = hashlib.sha256()
-        self.compression = compression
-        # Corrupt data fails to decompress before the digest can be checked: remember the error, keep
-        # hashing, and report the digest mismatch (the real cause) if there is one.
-        self.broken: Exception | None = None
-        self._gzip: Any = zlib.decompressobj(wbits=31) if compression == "gzip" else None
-        self._zstd: Any = None
-        if compression == "zstd":
-            self._zstd = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
-
-    def feed(self, chunk: bytes) -> bytes:
-        self.blob.update(chunk)
-        if self.compression is None:  # raw blob: no decompression, no diff_id
-            return chunk
-        if self.broken is not None:
-            return b""
-        try:
-            if self._gzip is not None:
-                out = self._gunzip(chunk)
-            elif self._zstd is not None:
-                out = self._zstd.decompress(chunk)
-            else:
-                out = chunk
-        except (zlib.error, zstandard.ZstdError) as exc:
-            self.broken = exc
-            return b""
-        self.diff.update(out)
-        return out
-
-    def _gunzip(self, chunk: bytes) -> bytes:
-        parts = [self._gzip.decompress(chunk)]
-        while self._gzip.eof and self._gzip.unused_data:  # concatenated gzip members (pigz, appends)
-            rest = self._gzip.unused_data
-            self._gzip = zlib.decompressobj(wbits=31)
-            parts.append(self._gzip.decompress(rest))
-        return b"".join(parts)
-
-    def finish(self) -> bytes:
-        if self._gzip is not None and self.broken is None:
-            tail = self._gzip.flush()
-            self.diff.update(tail)
-            return tail
-        return b""
 
 
 async def fetch_blob(
