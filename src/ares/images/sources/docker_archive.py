@@ -108,7 +108,7 @@ class DockerArchiveSource:
         )
 
     def _from_manifest_json(self, tar: TarIndex) -> SourceImage:
-        entries = _oci_list(tar.read_small("manifest.json"), f"{self.name}: manifest.json")
+        entries = _manifest_entries(tar.read_small("manifest.json"), f"{self.name}: manifest.json")
         entry = self._choose(entries)
         config_member = _member_name(entry.get("Config"), "Config", self.name)
         config_raw = tar.read_small(config_member)
@@ -136,7 +136,7 @@ class DockerArchiveSource:
             layer = SourceLayer(digest, diff_id, _SNIFFED_TYPES[compression], tar.size(target))
             self._stored[(digest, diff_id)] = _Stored(target, compression)
             layers.append(layer)
-        tags = entry.get("RepoTags") or []
+        tags = _repo_tags(entry)
         canonical = {"config": config_digest, "diff_ids": list(diff_ids)}
         synthesized = json.dumps(canonical, sort_keys=True, separators=(",", ":")).encode()
         return SourceImage(
@@ -170,11 +170,7 @@ class DockerArchiveSource:
         return image
 
     def _choose(self, entries: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-        def tags(entry: Mapping[str, Any]) -> list[str]:
-            raw = entry.get("RepoTags") or []
-            return [str(t) for t in raw] if isinstance(raw, list) else []
-
-        available = ", ".join(repr(t) for e in entries for t in tags(e)) or "untagged images only"
+        available = ", ".join(repr(t) for e in entries for t in _repo_tags(e)) or "untagged images only"
         if self._wanted is None:
             if len(entries) != 1:
                 raise ImageError(
@@ -182,7 +178,7 @@ class DockerArchiveSource:
                 )
             return entries[0]
         wanted = _normal_tag(self._wanted)
-        chosen = [e for e in entries if any(_normal_tag(t) == wanted for t in tags(e))]
+        chosen = [e for e in entries if any(_normal_tag(t) == wanted for t in _repo_tags(e))]
         if not chosen:
             raise ImageError(f"{self.name}: no image here is tagged {self._wanted!r}; it has: {available}")
         return chosen[0]
@@ -198,7 +194,7 @@ class DockerArchiveSource:
         return "sha256:" + digest.hexdigest()
 
 
-def _oci_list(raw: bytes, what: str) -> list[Mapping[str, Any]]:
+def _manifest_entries(raw: bytes, what: str) -> list[Mapping[str, Any]]:
     try:
         doc = json.loads(raw)
     except ValueError as exc:
@@ -206,6 +202,11 @@ def _oci_list(raw: bytes, what: str) -> list[Mapping[str, Any]]:
     if not isinstance(doc, list) or not doc or not all(isinstance(e, Mapping) for e in doc):
         raise ImageError(f"{what} is not a non-empty list of image entries")
     return doc
+
+
+def _repo_tags(entry: Mapping[str, Any]) -> list[str]:
+    raw = entry.get("RepoTags") or []
+    return [str(t) for t in raw] if isinstance(raw, list) else []
 
 
 def _member_name(value: Any, what: str, where: str) -> str:
