@@ -1,7 +1,9 @@
 """Registry authentication: parse `WWW-Authenticate`, fetch Bearer tokens, cache them per scope.
 
 The token flow is the distribution spec's: a 401 names a realm, the client asks the realm for a token
-for `repository:NAME:pull` (with Basic credentials when it has some) and retries with `Bearer`.
+for `repository:NAME:pull` (with Basic credentials when it has some) and retries with `Bearer`. With a
+Docker identity token the realm is asked by OAuth2 POST (`grant_type=refresh_token`) instead, and by
+GET with Basic if it does not speak OAuth2 (404/405).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ _PARAM = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^,\s]*))')
 # Tokens without `expires_in` live 60 s (distribution spec); renew a little early to avoid a 401.
 _DEFAULT_TOKEN_LIFETIME = 60.0
 _RENEW_MARGIN = 5.0
+_CLIENT_ID = "ares"
 
 
 @dataclass(frozen=True)
@@ -106,12 +109,21 @@ class Authenticator:
         params = {"scope": scope}
         if "service" in challenge.params:
             params["service"] = challenge.params["service"]
-        headers = {}
         credentials = await self._lookup(reference)
-        if credentials is not None:
-            headers["Authorization"] = basic_header(credentials)
         try:
-            response = await self._http.get(url, params=params, headers=headers)
+            response = None
+            if credentials is not None and credentials.identity_token:
+                form = {**params, "grant_type": "refresh_token", "client_id": _CLIENT_ID}
+                form["refresh_token"] = credentials.identity_token
+                response = await self._http.post(url, data=form)
+                if response.status_code in (404, 405):  # no OAuth2 here: the plain token GET below
+                    credentials = Credentials(
+                        credentials.username, credentials.password or credentials.identity_token
+                    )
+                    response = None
+            if response is None:
+                headers = {"Authorization": basic_header(credentials)} if credentials is not None else {}
+                response = await self._http.get(url, params=params, headers=headers)
         except httpx.HTTPError as exc:
             raise ImageError(f"token server {realm} for {reference.registry} is unreachable: {exc}") from exc
         if response.status_code in (401, 403):

@@ -20,7 +20,7 @@ from ares.images.errors import ImageError
 from ares.images.registry.manifest import Layer
 from ares.images.registry.mediatypes import layer_compression
 from ares.images.registry.reference import Reference
-from ares.images.registry.transport import RegistryClient
+from ares.images.registry.transport import EndpointUnavailable, RegistryClient
 
 ProgressCallback = Callable[[str, int, int], None]
 """Called with (blob digest, bytes done, bytes total) after each chunk."""
@@ -29,6 +29,114 @@ Sink = Callable[[bytes], Awaitable[None] | None]
 
 T = TypeVar("T")
 _RESUMES = 3
+_PIECE = 4 * 1024 * 1024
+_ZSTD_SLICE = 4096
+
+
+class _Pipeline:
+    """Hash of the blob, decompression, hash of the result; fed chunk by chunk from one thread.
+
+    Output comes in pieces of at most about `_PIECE` bytes (`feed`, then `drain` while `more`), so a
+    chunk that inflates enormously never sits in memory whole, and the running total is checked
+    against `cap` as it grows.
+    """
+
+    def __init__(self, compression: Compression | None, cap: int | None = None, label: str = "") -> None:
+        self.blob = hashlib.sha256()
+        self.diff = hashlib.sha256()
+        self.compression = compression
+        self.cap = cap
+        self.label = label
+        self.produced = 0
+        # Corrupt data fails to decompress before the digest can be checked: remember the error, keep
+        # hashing, and report the digest mismatch (the real cause) if there is one.
+        self.broken: Exception | None = None
+        self._gzip: Any = zlib.decompressobj(wbits=31) if compression == "gzip" else None
+        self._zstd: Any = None
+        if compression == "zstd":
+            self._zstd = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
+        self._input = b""
+        self._offset = 0
+        self._full = False  # the last gzip call filled its budget: zlib may hold more output
+
+    @property
+    def more(self) -> bool:
+        return self.broken is None and (self._offset < len(self._input) or self._full)
+
+    def feed(self, chunk: bytes) -> bytes:
+        self.blob.update(chunk)
+        if self.compression is None:  # raw blob: no decompression, no diff_id
+            return chunk
+        if self.broken is not None:
+            return b""
+        self._input, self._offset = chunk, 0
+        return self.drain()
+
+    def drain(self) -> bytes:
+        """The next piece of output from input already fed (b"" once there is none)."""
+        try:
+            if self._gzip is not None:
+                out = self._gunzip()
+            elif self._zstd is not None:
+                out = self._unzstd()
+            else:
+                out, self._offset = self._input[self._offset :], len(self._input)
+        except (zlib.error, zstandard.ZstdError) as exc:
+            self.broken = exc
+            return b""
+        self._count(out)
+        self.diff.update(out)
+        return out
+
+    def _count(self, out: bytes) -> None:
+        self.produced += len(out)
+        if self.cap is not None and self.produced > self.cap:
+            raise ImageError(
+                f"{self.label} inflates to more than {self.cap} bytes (the cap for a layer of its size); "
+                "refusing it as a decompression bomb — raise Limits.layer_ratio/layer_floor if it is genuine"
+            )
+
+    def _gunzip(self) -> bytes:
+        parts: list[bytes] = []
+        produced = 0
+        self._full = False
+        while produced < _PIECE:
+            rest = self._input[self._offset :]
+            if self._gzip.eof:  # concatenated gzip members (pigz, appends)
+                rest = self._gzip.unused_data + rest
+                if not rest:
+                    break
+                self._gzip = zlib.decompressobj(wbits=31)
+            want = _PIECE - produced
+            out = self._gzip.decompress(rest, want)
+            self._input, self._offset = self._gzip.unconsumed_tail, 0
+            parts.append(out)
+            produced += len(out)
+            if len(out) == want:
+                self._full = True
+            elif not self._input and not self._gzip.eof:
+                break
+        return b"".join(parts)
+
+    def _unzstd(self) -> bytes:
+        parts: list[bytes] = []
+        produced = 0
+        while produced < _PIECE and self._offset < len(self._input):
+            # Small slices: one zstd block of a few bytes may inflate to 128 KiB.
+            piece = self._input[self._offset : self._offset + _ZSTD_SLICE]
+            self._offset += len(piece)
+            out = self._zstd.decompress(piece)
+            parts.append(out)
+            produced += len(out)
+        return b"".join(parts)
+
+    def finish(self) -> bytes:
+        if self._gzip is not None and self.broken is None:
+            tail = self._gzip.flush()
+            self._count(tail)
+            self.diff.update(tail)
+            return tail
+        return b""
 
 
 async def fetch_blob(
@@ -51,17 +159,21 @@ async def fetch_layer(
     sink: Sink,
     *,
     progress: ProgressCallback | None = None,
+    max_uncompressed: int | None = None,
 ) -> None:
     """Stream a layer's uncompressed tar to `sink`; verify the blob digest and then `diff_id`.
 
-    On ImageError the sink has received unverified bytes: discard what it wrote.
+    Mirrors from `client.config` are tried as for `resolve`. More than `max_uncompressed` bytes
+    (default `client.limits.uncompressed_cap(layer.size)`) is an ImageError naming the layer. On
+    ImageError the sink has received unverified bytes: discard what it wrote.
     """
     compression = layer_compression(layer.media_type)
     if compression is None:
         raise ImageError(
             f"{reference}: layer {layer.digest} has media type {layer.media_type!r}, not a layer tar"
         )
-    pipeline = _Pipeline(compression)
+    cap = client.limits.uncompressed_cap(layer.size) if max_uncompressed is None else max_uncompressed
+    pipeline = _Pipeline(compression, cap, f"{reference}: layer {layer.digest}")
     await _download(client, reference, layer, pipeline, sink, progress)
     got = "sha256:" + pipeline.diff.hexdigest()
     if got != diff_id:
@@ -79,6 +191,7 @@ async def fetch_layer_to_file(
     path: Path,
     *,
     progress: ProgressCallback | None = None,
+    max_uncompressed: int | None = None,
 ) -> None:
     """Write a layer's verified uncompressed tar to `path`; nothing is left there if it fails."""
     partial = path.with_name(path.name + ".partial")
@@ -88,7 +201,9 @@ async def fetch_layer_to_file(
         async def write(data: bytes) -> None:
             await asyncio.to_thread(handle.write, data)
 
-        await fetch_layer(client, reference, layer, diff_id, write, progress=progress)
+        await fetch_layer(
+            client, reference, layer, diff_id, write, progress=progress, max_uncompressed=max_uncompressed
+        )
         await asyncio.to_thread(handle.close)
         await asyncio.to_thread(os.replace, partial, path)
     except BaseException:
@@ -118,40 +233,79 @@ async def _download(
     sink: Sink,
     progress: ProgressCallback | None,
 ) -> None:
-    done = 0
+    """Stream the blob through `pipeline`, from the first endpoint that serves it.
+
+    Blobs are content-addressed, so when a mirror fails midway the next endpoint continues from the
+    same offset; the digest check at the end covers every byte whoever sent it.
+    """
+    done = [0]
+
+    async def attempt(at: Reference, last: bool) -> None:
+        await _download_from(client, at, layer, pipeline, sink, progress, done, fail_fast=not last)
+
+    await client.first_available(reference, attempt)
+    await _verify(reference, layer, pipeline, sink, done[0])
+
+
+async def _download_from(
+    client: RegistryClient,
+    reference: Reference,
+    layer: Layer,
+    pipeline: _Pipeline,
+    sink: Sink,
+    progress: ProgressCallback | None,
+    state: list[int],
+    *,
+    fail_fast: bool,
+) -> None:
     resumes = 0
     while True:
+        done = state[0]
         headers = {"Range": f"bytes={done}-"} if done else {}
         try:
-            async with client.stream(reference, f"blobs/{layer.digest}", headers) as response:
+            async with client.stream(
+                reference, f"blobs/{layer.digest}", headers, fail_fast=fail_fast
+            ) as response:
                 # A registry that ignores Range replays from byte 0: skip what was already consumed.
                 # Unsized chunks: bytes are consumed as they arrive, so a break loses nothing.
-                skip = done if done and not _resumed_at(response, done) else 0
+                resumed = _resumed_at(response, done)
+                skip = done if done and not resumed else 0
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) + (done if resumed else 0) > layer.size:
+                    raise ImageError(_too_large(reference, layer, f"announces {declared} bytes"))
                 async for chunk in response.aiter_bytes():
                     if skip:
                         cut = min(skip, len(chunk))
                         chunk, skip = chunk[cut:], skip - cut
                         if not chunk:
                             continue
-                    if done + len(chunk) > layer.size:
-                        raise ImageError(
-                            f"{reference}: blob {layer.digest} is larger than the {layer.size} bytes its "
-                            "manifest declares; the registry's copy is corrupt"
-                        )
+                    if state[0] + len(chunk) > layer.size:
+                        raise ImageError(_too_large(reference, layer, "sent more"))
                     out = await asyncio.to_thread(pipeline.feed, chunk)
-                    done += len(chunk)
-                    if out:
+                    state[0] += len(chunk)
+                    while out:
                         await _deliver(sink, out)
+                        out = await asyncio.to_thread(pipeline.drain) if pipeline.more else b""
                     if progress is not None:
-                        progress(layer.digest, done, layer.size)
-            break
+                        progress(layer.digest, state[0], layer.size)
+            return
         except httpx.TransportError as exc:  # the stream broke midway: resume from `done`
             resumes += 1
-            if resumes > _RESUMES:
-                raise ImageError(
+            if resumes > (0 if fail_fast else _RESUMES):
+                raise EndpointUnavailable(
                     f"{reference}: download of blob {layer.digest} broke {resumes} times (last: {exc!r}); "
                     "check the network and retry"
                 ) from exc
+
+
+def _too_large(reference: Reference, layer: Layer, what: str) -> str:
+    return (
+        f"{reference}: blob {layer.digest} is larger than the {layer.size} bytes its manifest declares "
+        f"({reference.registry} {what}); aborted — the registry's copy is corrupt or hostile"
+    )
+
+
+async def _verify(reference: Reference, layer: Layer, pipeline: _Pipeline, sink: Sink, done: int) -> None:
     if done != layer.size:
         raise ImageError(
             f"{reference}: blob {layer.digest} ended after {done} of {layer.size} bytes; retry the pull"

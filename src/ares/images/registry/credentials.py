@@ -19,14 +19,17 @@ from ares.images.registry.reference import DOCKER_HUB, Reference
 _HUB_KEY = "https://index.docker.io/v1/"
 _HUB_HOSTS = frozenset({"docker.io", "index.docker.io", "registry-1.docker.io"})
 _HELPER_TIMEOUT = 30.0
+_TOKEN_USER = "<token>"  # the username docker stores with an identity token
 
 
 @dataclass(frozen=True)
 class Credentials:
-    """A username and password (or token) for HTTP Basic auth; `repr` never shows the secret."""
+    """A username and password for HTTP Basic auth, or a Docker identity token (an OAuth2 refresh
+    token, `identitytoken` in the auth file) for the token server; `repr` never shows a secret."""
 
     username: str
     password: str = field(repr=False)
+    identity_token: str | None = field(default=None, repr=False)
 
 
 class CredentialSource(Protocol):
@@ -112,6 +115,7 @@ def _from_auths(auths: Mapping[str, Any], reference: Reference, path: Path) -> C
     if best is None:
         return None
     entry = best[1]
+    user = password = ""
     if entry.get("auth"):
         try:
             user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
@@ -119,10 +123,12 @@ def _from_auths(auths: Mapping[str, Any], reference: Reference, path: Path) -> C
             raise ImageError(
                 f"the 'auth' entry for {reference.registry} in {path} is not base64 of user:password"
             ) from exc
-        return Credentials(user, password)
-    if entry.get("username"):
-        return Credentials(str(entry["username"]), str(entry.get("password", "")))
-    return None
+    elif entry.get("username"):
+        user, password = str(entry["username"]), str(entry.get("password", ""))
+    token = entry.get("identitytoken")
+    if token:
+        return Credentials(user or _TOKEN_USER, password, identity_token=str(token))
+    return Credentials(user, password) if user else None
 
 
 def _helper_for(config: Mapping[str, Any], registry: str) -> str | None:
@@ -162,6 +168,8 @@ async def _run_helper(name: str, registry: str) -> Credentials | None:
         )
     try:
         data = json.loads(out)
+        if data["Username"] == _TOKEN_USER:  # docker's convention: the secret is an identity token
+            return Credentials(_TOKEN_USER, "", identity_token=str(data["Secret"]))
         return Credentials(str(data["Username"]), str(data["Secret"]))
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ImageError(f"credential helper {program} gave output that is not its JSON format") from exc

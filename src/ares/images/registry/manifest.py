@@ -1,8 +1,9 @@
 """Resolve a reference to one platform's image: manifest (through an index), config and layers.
 
 Everything fetched is checked against a digest before it is trusted: the manifest against the digest
-asked for (or, by tag, the one recorded for it), the config and child manifests against their
-descriptors.
+asked for (or, by tag, the `Docker-Content-Digest` the registry sends with it), the config and child
+manifests against their descriptors. Mirrors are tried in order (`RegistryClient.first_available`):
+one endpoint serves the manifest, index and config together.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from ares.images.registry import mediatypes
 from ares.images.registry.reference import Reference, validate_digest
 from ares.images.registry.transport import RegistryClient
 
-# Manifests and configs are small; a bigger answer is a broken or hostile registry.
-_MAX_DOCUMENT = 8 * 1024 * 1024
 _ARCH = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64", "armv7l": "arm"}
 
 
@@ -73,19 +72,36 @@ class ResolvedImage:
     layers: tuple[Layer, ...]
     diff_ids: tuple[str, ...]
     index_digest: str | None = None  # the index the manifest was picked from, if any
+    source: Reference | None = None  # where it was pulled from (a mirror, a rewritten location), pinned
 
 
 async def resolve(
     client: RegistryClient, reference: Reference, platform: Platform | None = None
 ) -> ResolvedImage:
-    """Fetch and verify the manifest (choosing `platform` from an index) and the image config."""
+    """Fetch and verify the manifest (choosing `platform` from an index) and the image config.
+
+    `reference` is the name asked for; mirrors and location rewrites from `client.config` apply, and
+    the result's `reference` stays that name (pinned by digest), its `source` says where it came from.
+    """
     wanted = platform or host_platform()
-    media_type, body, digest = await _fetch_manifest(client, reference, reference.digest or reference.tag)
+
+    async def attempt(at: Reference, last: bool) -> ResolvedImage:
+        return await _resolve_at(client, reference, at, wanted, fail_fast=not last)
+
+    return await client.first_available(reference, attempt)
+
+
+async def _resolve_at(
+    client: RegistryClient, asked: Reference, reference: Reference, wanted: Platform, *, fail_fast: bool
+) -> ResolvedImage:
+    media_type, body, digest = await _fetch_manifest(
+        client, reference, reference.digest or reference.tag, fail_fast
+    )
     index_digest = None
     if media_type in mediatypes.INDEXES:
         index_digest = digest
         child = _select(body, wanted, reference)
-        media_type, body, digest = await _fetch_manifest(client, reference, child["digest"])
+        media_type, body, digest = await _fetch_manifest(client, reference, child["digest"], fail_fast)
         if child.get("mediaType") and child["mediaType"] != media_type:
             raise ImageError(
                 f"{reference}: index says {child['digest']} is {child['mediaType']}, got {media_type}"
@@ -93,7 +109,7 @@ async def resolve(
     if media_type not in mediatypes.IMAGE_MANIFESTS:
         raise ImageError(f"{reference}: manifest type {media_type!r} is not an image manifest ARES can pull")
     config_desc = _descriptor(body.get("config"), reference, "config")
-    config_bytes = await _fetch_config(client, reference, config_desc)
+    config_bytes = await _fetch_config(client, reference, config_desc, fail_fast)
     try:
         config = json.loads(config_bytes)
         diff_ids = tuple(config["rootfs"]["diff_ids"])
@@ -110,7 +126,7 @@ async def resolve(
     for d in diff_ids:
         validate_digest(d)
     return ResolvedImage(
-        reference=reference.with_digest(digest),
+        reference=asked.with_digest(digest),
         manifest_digest=digest,
         media_type=media_type,
         config_digest=config_desc["digest"],
@@ -118,20 +134,32 @@ async def resolve(
         layers=layers,
         diff_ids=diff_ids,
         index_digest=index_digest,
+        source=reference.with_digest(digest),
     )
 
 
 async def _fetch_manifest(
-    client: RegistryClient, reference: Reference, ref: str | None
+    client: RegistryClient, reference: Reference, ref: str | None, fail_fast: bool
 ) -> tuple[str, dict[str, Any], str]:
-    response = await client.get(reference, f"manifests/{ref}", {"Accept": mediatypes.MANIFEST_ACCEPT})
+    response = await client.get(
+        reference,
+        f"manifests/{ref}",
+        {"Accept": mediatypes.MANIFEST_ACCEPT},
+        limit=client.limits.manifest_bytes,
+        fail_fast=fail_fast,
+    )
     raw = response.content
-    if len(raw) > _MAX_DOCUMENT:
-        raise ImageError(f"{reference}: manifest {ref} is larger than {_MAX_DOCUMENT} bytes; refusing it")
     digest = "sha256:" + hashlib.sha256(raw).hexdigest()
     if ref is not None and ref.startswith("sha256:") and digest != ref:
         raise ImageError(
             f"{reference}: the manifest served for {ref} has digest {digest}; the registry or a proxy "
+            "altered it — do not use this image"
+        )
+    announced = response.headers.get("docker-content-digest", "").strip()
+    if announced.startswith("sha256:") and announced != digest:
+        raise ImageError(
+            f"{reference}: {reference.registry} says the manifest for {ref} is {announced} "
+            f"(Docker-Content-Digest) but what it sent hashes to {digest}; the registry or a proxy "
             "altered it — do not use this image"
         )
     try:
@@ -170,13 +198,15 @@ def _descriptor(raw: Any, reference: Reference, what: str) -> Mapping[str, Any]:
     return raw
 
 
-async def _fetch_config(client: RegistryClient, reference: Reference, desc: Mapping[str, Any]) -> bytes:
+async def _fetch_config(
+    client: RegistryClient, reference: Reference, desc: Mapping[str, Any], fail_fast: bool
+) -> bytes:
     size = int(desc["size"])
-    if size > _MAX_DOCUMENT:
-        raise ImageError(
-            f"{reference}: image config is {size} bytes, larger than {_MAX_DOCUMENT}; refusing it"
-        )
-    raw = (await client.get(reference, f"blobs/{desc['digest']}")).content
+    cap = client.limits.config_bytes
+    if size > cap:
+        raise ImageError(f"{reference}: image config is {size} bytes, larger than {cap}; refusing it")
+    path = f"blobs/{desc['digest']}"
+    raw = (await client.get(reference, path, limit=min(size, cap), fail_fast=fail_fast)).content
     if len(raw) != size or "sha256:" + hashlib.sha256(raw).hexdigest() != desc["digest"]:
         raise ImageError(
             f"{reference}: image config blob {desc['digest']} does not match its digest or size; "

@@ -1,7 +1,9 @@
 """HTTP to a registry: auth on 401, retries with backoff, and redirects that never leak credentials.
 
 Redirects are followed here rather than by httpx so the Authorization header can be dropped the moment
-a hop leaves the registry's origin (blob downloads are often redirected to a storage host).
+a hop leaves the registry's origin (blob downloads are often redirected to a storage host). Mirrors are
+tried through `first_available`: each endpoint is spoken to with the reference rewritten for it, so
+auth state and credentials are always those of the host actually contacted.
 """
 
 from __future__ import annotations
@@ -12,18 +14,21 @@ import os
 import random
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TypeVar
 
 import httpx
 
 from ares.images.errors import ImageError
 from ares.images.registry.auth import Authenticator
+from ares.images.registry.config import INSECURE_ENV, Endpoint, RegistryConfig, parse_insecure
 from ares.images.registry.credentials import CredentialSource, DockerConfigCredentials
+from ares.images.registry.limits import Limits
 from ares.images.registry.reference import Reference
 
-INSECURE_ENV = "ARES_INSECURE_REGISTRIES"
+T = TypeVar("T")
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _RETRYABLE = frozenset({429, 500, 502, 503, 504})
 _MAX_REDIRECTS = 5
@@ -58,9 +63,12 @@ def _parse_retry_after(value: str | None) -> float | None:
 
 
 def insecure_registries(env: Mapping[str, str] | None = None) -> frozenset[str]:
-    """Registries (`host:port`) named in ARES_INSECURE_REGISTRIES; only these are spoken to over HTTP."""
-    raw = (os.environ if env is None else env).get(INSECURE_ENV, "")
-    return frozenset(part.strip() for part in raw.split(",") if part.strip())
+    """Registries (`host:port`) named in ARES_INSECURE_REGISTRIES (the config file may name more)."""
+    return frozenset(parse_insecure((os.environ if env is None else env).get(INSECURE_ENV, "")))
+
+
+class EndpointUnavailable(ImageError):
+    """This host could not serve the request (network, HTTP status, auth): the next mirror may."""
 
 
 class RegistryClient:
@@ -74,14 +82,23 @@ class RegistryClient:
         retry: RetryPolicy | None = None,
         timeout: httpx.Timeout | None = None,
         verify: ssl.SSLContext | bool = True,
+        config: RegistryConfig | None = None,
+        limits: Limits | None = None,
     ) -> None:
-        """`verify` may be an SSLContext trusting a private registry's CA; False is never the default."""
+        """`verify` may be an SSLContext trusting a private registry's CA; False is never the default.
+
+        `config` defaults to `RegistryConfig.load()` (environment and files); `insecure`, when given,
+        replaces its set of plain-HTTP hosts.
+        """
         self._http = httpx.AsyncClient(
             timeout=timeout or httpx.Timeout(60.0, connect=15.0), follow_redirects=False, verify=verify
         )
         self._auth = Authenticator(self._http, credentials or DockerConfigCredentials())
-        self._insecure = insecure_registries() if insecure is None else frozenset(insecure)
+        config = RegistryConfig.load() if config is None else config
+        self.config = config if insecure is None else config.with_insecure(insecure)
+        self.limits = limits or Limits()
         self.retry = retry or RetryPolicy()
+        self._served_by: dict[str, str] = {}  # logical name -> the endpoint name that last served it
 
     async def __aenter__(self) -> RegistryClient:
         return self
@@ -93,24 +110,65 @@ class RegistryClient:
         await self._http.aclose()
 
     def is_insecure(self, reference: Reference) -> bool:
-        return reference.registry in self._insecure or reference.endpoint in self._insecure
+        return self.config.is_insecure(reference)
+
+    def endpoints(self, reference: Reference) -> tuple[Endpoint, ...]:
+        """Where to try `reference`: mirrors then its location, the one that last served it first."""
+        found = self.config.endpoints(reference)
+        served = self._served_by.get(reference.name)
+        return tuple(sorted(found, key=lambda e: e.reference.name != served))
+
+    async def first_available(
+        self, reference: Reference, attempt: Callable[[Reference, bool], Awaitable[T]]
+    ) -> T:
+        """Run `attempt(endpoint_reference, last)` on each endpoint until one does not raise
+        EndpointUnavailable; other errors (a digest mismatch) propagate at once."""
+        endpoints = self.endpoints(reference)
+        failed: list[str] = []
+        for i, endpoint in enumerate(endpoints):
+            last = i + 1 == len(endpoints)
+            try:
+                result = await attempt(endpoint.reference, last)
+            except EndpointUnavailable as exc:
+                if last:
+                    if failed:
+                        raise EndpointUnavailable(
+                            f"{exc} (mirrors tried first: {'; '.join(failed)})"
+                        ) from exc
+                    raise
+                failed.append(f"{endpoint.reference.registry}: {exc}")
+                continue
+            self._served_by[reference.name] = endpoint.reference.name
+            return result
+        raise AssertionError("no endpoints")
 
     def url(self, reference: Reference, path: str) -> httpx.URL:
         scheme = "http" if self.is_insecure(reference) else "https"
         return httpx.URL(f"{scheme}://{reference.endpoint}/v2/{reference.repository}/{path}")
 
     async def get(
-        self, reference: Reference, path: str, headers: Mapping[str, str] | None = None
+        self,
+        reference: Reference,
+        path: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        limit: int | None = None,
+        fail_fast: bool = False,
     ) -> httpx.Response:
-        """GET with the body read (again, if the connection breaks midway); ImageError unless 2xx."""
-        for attempt in range(self.retry.attempts):
+        """GET with the body read (again, if the connection breaks midway); ImageError unless 2xx.
+
+        A body over `limit` bytes is refused from its Content-Length, or as soon as it grows past it.
+        `fail_fast` gives up after one try (another endpoint is next).
+        """
+        attempts = 1 if fail_fast else self.retry.attempts
+        for attempt in range(attempts):
             try:
-                async with self.stream(reference, path, headers) as response:
-                    await response.aread()
+                async with self.stream(reference, path, headers, fail_fast=fail_fast) as response:
+                    await _read_capped(response, reference, path, limit)
                     return response
             except httpx.TransportError as exc:
-                if attempt + 1 >= self.retry.attempts:
-                    raise ImageError(
+                if attempt + 1 >= attempts:
+                    raise EndpointUnavailable(
                         f"{reference} ({path}): the connection to {reference.registry} broke {attempt + 1} "
                         f"times while reading ({exc!r}); check the network and retry"
                     ) from exc
@@ -119,18 +177,26 @@ class RegistryClient:
 
     @asynccontextmanager
     async def stream(
-        self, reference: Reference, path: str, headers: Mapping[str, str] | None = None
+        self,
+        reference: Reference,
+        path: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        fail_fast: bool = False,
     ) -> AsyncIterator[httpx.Response]:
         """GET a registry path and yield the 2xx response unread, for streaming its body."""
-        response = await self._send(reference, path, dict(headers or {}))
+        response = await self._send(reference, path, dict(headers or {}), fail_fast)
         try:
             yield response
         finally:
             await response.aclose()
 
-    async def _send(self, reference: Reference, path: str, headers: dict[str, str]) -> httpx.Response:
+    async def _send(
+        self, reference: Reference, path: str, headers: dict[str, str], fail_fast: bool = False
+    ) -> httpx.Response:
         scope = f"repository:{reference.repository}:pull"
         url = self.url(reference, path)
+        attempts = 1 if fail_fast else self.retry.attempts
         reauthenticated = False
         attempt = 0
         while True:
@@ -139,11 +205,8 @@ class RegistryClient:
             try:
                 response = await self._follow(url, sent)
             except httpx.TransportError as exc:
-                if attempt + 1 >= self.retry.attempts:
-                    raise ImageError(
-                        f"cannot reach {reference.registry} for {reference}: {exc!r}; check the network "
-                        f"(and, for a plain-HTTP registry, that it is listed in {INSECURE_ENV})"
-                    ) from exc
+                if attempt + 1 >= attempts:
+                    raise EndpointUnavailable(_unreachable(reference, url, exc)) from exc
                 await asyncio.sleep(self.retry.delay(attempt))
                 attempt += 1
                 continue
@@ -152,10 +215,17 @@ class RegistryClient:
                 await response.aclose()
                 if auth and auth.startswith("Bearer "):
                     self._auth.forget(reference, scope)
-                await self._auth.answer(reference, scope, challenge, secure=not self.is_insecure(reference))
+                try:
+                    await self._auth.answer(
+                        reference, scope, challenge, secure=not self.is_insecure(reference)
+                    )
+                except EndpointUnavailable:
+                    raise
+                except ImageError as exc:  # no login for this host: a mirror may still be skipped
+                    raise EndpointUnavailable(str(exc)) from exc
                 reauthenticated = True
                 continue
-            if response.status_code in _RETRYABLE and attempt + 1 < self.retry.attempts:
+            if response.status_code in _RETRYABLE and attempt + 1 < attempts:
                 delay = self.retry.delay(attempt, response.headers.get("retry-after"))
                 await response.aclose()
                 await asyncio.sleep(delay)
@@ -163,9 +233,13 @@ class RegistryClient:
                 continue
             if response.is_success:
                 return response
-            await response.aread()
-            await response.aclose()
-            raise ImageError(_status_message(reference, path, response))
+            try:
+                await _read_capped(response, reference, path, 64 * 1024)
+            except ImageError:
+                pass
+            finally:
+                await response.aclose()
+            raise EndpointUnavailable(_status_message(reference, path, response))
 
     async def _follow(self, url: httpx.URL, headers: dict[str, str]) -> httpx.Response:
         """Send, following redirects ourselves; Authorization never leaves the registry's origin."""
@@ -184,6 +258,45 @@ class RegistryClient:
                 headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
             url = target
         raise ImageError(f"{url.host} redirected more than {_MAX_REDIRECTS} times; giving up")
+
+
+async def _read_capped(response: httpx.Response, reference: Reference, path: str, limit: int | None) -> bytes:
+    """The body, refused once it is known (Content-Length) or seen to exceed `limit` bytes."""
+    declared = response.headers.get("content-length", "")
+    if limit is not None and declared.isdigit() and int(declared) > limit:
+        raise ImageError(
+            f"{reference} ({path}): {reference.registry} announces {declared} bytes, over the {limit}-byte "
+            "cap for this kind of document; refusing to read it (a broken or hostile registry)"
+        )
+    parts: list[bytes] = []
+    total = 0
+    async for chunk in response.aiter_bytes():
+        total += len(chunk)
+        if limit is not None and total > limit:
+            raise ImageError(
+                f"{reference} ({path}): {reference.registry} sent more than the {limit}-byte cap for this "
+                "kind of document; refusing it (a broken or hostile registry)"
+            )
+        parts.append(chunk)
+    body = b"".join(parts)
+    response._content = body  # so .content and .json() work on the capped body
+    return body
+
+
+def _unreachable(reference: Reference, url: httpx.URL, exc: httpx.TransportError) -> str:
+    text = repr(exc)
+    if url.scheme == "https" and any(
+        s in text for s in ("WRONG_VERSION_NUMBER", "record layer", "HTTP_REQUEST")
+    ):
+        return (
+            f"cannot speak TLS to {reference.registry} for {reference}: it seems to serve plain HTTP "
+            f"({text}); if that is intended, name it in {INSECURE_ENV}=host:port (or insecure = true in "
+            "registries.conf)"
+        )
+    return (
+        f"cannot reach {reference.registry} for {reference}: {text}; check the network "
+        f"(and, for a plain-HTTP registry, that it is listed in {INSECURE_ENV})"
+    )
 
 
 def _status_message(reference: Reference, path: str, response: httpx.Response) -> str:
