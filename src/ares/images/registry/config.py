@@ -242,7 +242,7 @@ def _entry(raw: Mapping[str, Any], path: Path) -> RegistryEntry:
     location = _normalise(str(raw.get("location") or ""))
     if not prefix:
         raise ImageError(f"{path}: a [[registry]] has neither prefix nor location")
-    if prefix.startswith("*"):
+    if "*" in prefix:
         if not prefix.startswith("*.") or "/" in prefix or "*" in prefix[1:]:
             raise ImageError(f"{path}: wildcard prefix {prefix!r} must look like *.example.com")
         if location:

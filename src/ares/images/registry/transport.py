@@ -132,9 +132,7 @@ class RegistryClient:
             except EndpointUnavailable as exc:
                 if last:
                     if failed:
-                        raise EndpointUnavailable(
-                            f"{exc} (mirrors tried first: {'; '.join(failed)})"
-                        ) from exc
+                        raise EndpointUnavailable(f"{exc} (tried before it: {'; '.join(failed)})") from exc
                     raise
                 failed.append(f"{endpoint.reference.registry}: {exc}")
                 continue
