@@ -30,15 +30,14 @@ Sink = Callable[[bytes], Awaitable[None] | None]
 T = TypeVar("T")
 _RESUMES = 3
 _PIECE = 4 * 1024 * 1024
-_ZSTD_SLICE = 4096
 
 
 class _Pipeline:
-    """Hash of the blob, decompression, hash of the result; fed chunk by chunk from one thread.
+    """Hash of the blob, decompression, hash of the result; fed chunk by chunk from a worker thread.
 
-    Output comes in pieces of at most about `_PIECE` bytes (`feed`, then `drain` while `more`), so a
-    chunk that inflates enormously never sits in memory whole, and the running total is checked
-    against `cap` as it grows.
+    `feed` returns the output of a chunk; when that grows past `_PIECE` bytes (a chunk that inflates
+    enormously) the pieces go to `emit` from the worker thread as they come, so memory stays bounded,
+    and the running total is checked against `cap` as it grows.
     """
 
     def __init__(self, compression: Compression | None, cap: int | None = None, label: str = "") -> None:
@@ -48,95 +47,74 @@ class _Pipeline:
         self.cap = cap
         self.label = label
         self.produced = 0
+        self.emit: Callable[[bytes], None] | None = None  # set by the downloader; runs the sink
         # Corrupt data fails to decompress before the digest can be checked: remember the error, keep
         # hashing, and report the digest mismatch (the real cause) if there is one.
         self.broken: Exception | None = None
         self._gzip: Any = zlib.decompressobj(wbits=31) if compression == "gzip" else None
         self._zstd: Any = None
         if compression == "zstd":
-            self._zstd = zstandard.ZstdDecompressor().decompressobj(read_across_frames=True)
-        self._input = b""
-        self._offset = 0
-        self._full = False  # the last gzip call filled its budget: zlib may hold more output
-
-    @property
-    def more(self) -> bool:
-        return self.broken is None and (self._offset < len(self._input) or self._full)
+            self._zstd = zstandard.ZstdDecompressor().stream_writer(self, write_size=_PIECE, closefd=False)
+        self._pending: list[bytes] = []
+        self._pending_size = 0
 
     def feed(self, chunk: bytes) -> bytes:
         self.blob.update(chunk)
         if self.compression is None:  # raw blob: no decompression, no diff_id
             return chunk
-        if self.broken is not None:
-            return b""
-        self._input, self._offset = chunk, 0
-        return self.drain()
-
-    def drain(self) -> bytes:
-        """The next piece of output from input already fed (b"" once there is none)."""
-        try:
-            if self._gzip is not None:
-                out = self._gunzip()
-            elif self._zstd is not None:
-                out = self._unzstd()
-            else:
-                out, self._offset = self._input[self._offset :], len(self._input)
-        except (zlib.error, zstandard.ZstdError) as exc:
-            self.broken = exc
-            return b""
-        self._count(out)
-        self.diff.update(out)
+        if self.broken is None:
+            try:
+                if self._gzip is not None:
+                    self._gunzip(chunk)
+                elif self._zstd is not None:
+                    self._zstd.write(chunk)  # calls self.write with each piece
+                else:
+                    self.write(chunk)
+            except (zlib.error, zstandard.ZstdError) as exc:
+                self.broken = exc
+        out = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_size = 0
         return out
 
-    def _count(self, out: bytes) -> None:
-        self.produced += len(out)
+    def write(self, piece: bytes) -> int:
+        """One piece of uncompressed output: counted, hashed, kept or handed on."""
+        self.produced += len(piece)
         if self.cap is not None and self.produced > self.cap:
             raise ImageError(
                 f"{self.label} inflates to more than {self.cap} bytes (the cap for a layer of its size); "
                 "refusing it as a decompression bomb — raise Limits.layer_ratio/layer_floor if it is genuine"
             )
+        self.diff.update(piece)
+        self._pending.append(piece)
+        self._pending_size += len(piece)
+        if self._pending_size >= _PIECE and self.emit is not None:
+            self.emit(b"".join(self._pending))
+            self._pending.clear()
+            self._pending_size = 0
+        return len(piece)
 
-    def _gunzip(self) -> bytes:
-        parts: list[bytes] = []
-        produced = 0
-        self._full = False
-        while produced < _PIECE:
-            rest = self._input[self._offset :]
+    def _gunzip(self, data: bytes) -> None:
+        while True:
             if self._gzip.eof:  # concatenated gzip members (pigz, appends)
-                rest = self._gzip.unused_data + rest
-                if not rest:
-                    break
+                data = self._gzip.unused_data + data
+                if not data:
+                    return
                 self._gzip = zlib.decompressobj(wbits=31)
-            want = _PIECE - produced
-            out = self._gzip.decompress(rest, want)
-            self._input, self._offset = self._gzip.unconsumed_tail, 0
-            parts.append(out)
-            produced += len(out)
-            if len(out) == want:
-                self._full = True
-            elif not self._input and not self._gzip.eof:
-                break
-        return b"".join(parts)
-
-    def _unzstd(self) -> bytes:
-        parts: list[bytes] = []
-        produced = 0
-        while produced < _PIECE and self._offset < len(self._input):
-            # Small slices: one zstd block of a few bytes may inflate to 128 KiB.
-            piece = self._input[self._offset : self._offset + _ZSTD_SLICE]
-            self._offset += len(piece)
-            out = self._zstd.decompress(piece)
-            parts.append(out)
-            produced += len(out)
-        return b"".join(parts)
+            out = self._gzip.decompress(data, _PIECE)
+            data = self._gzip.unconsumed_tail
+            if out:
+                self.write(out)
+            # A full piece may leave output inside zlib even when all input was consumed.
+            if not data and not self._gzip.eof and len(out) < _PIECE:
+                return
 
     def finish(self) -> bytes:
         if self._gzip is not None and self.broken is None:
-            tail = self._gzip.flush()
-            self._count(tail)
-            self.diff.update(tail)
-            return tail
-        return b""
+            self.write(self._gzip.flush())
+        out = b"".join(self._pending)
+        self._pending.clear()
+        return out
 
 
 async def fetch_blob(
@@ -239,6 +217,12 @@ async def _download(
     same offset; the digest check at the end covers every byte whoever sent it.
     """
     done = [0]
+    loop = asyncio.get_running_loop()
+
+    def emit(data: bytes) -> None:  # in the worker thread: wait until the sink has taken it
+        asyncio.run_coroutine_threadsafe(_deliver(sink, data), loop).result()
+
+    pipeline.emit = emit
 
     async def attempt(at: Reference, last: bool) -> None:
         await _download_from(client, at, layer, pipeline, sink, progress, done, fail_fast=not last)
@@ -283,9 +267,8 @@ async def _download_from(
                         raise ImageError(_too_large(reference, layer, "sent more"))
                     out = await asyncio.to_thread(pipeline.feed, chunk)
                     state[0] += len(chunk)
-                    while out:
+                    if out:
                         await _deliver(sink, out)
-                        out = await asyncio.to_thread(pipeline.drain) if pipeline.more else b""
                     if progress is not None:
                         progress(layer.digest, state[0], layer.size)
             return
