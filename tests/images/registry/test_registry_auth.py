@@ -26,6 +26,8 @@ from ares.images.errors import ImageError
 from ares.images.registry import fetch_layer, parse_reference, resolve
 from ares.images.registry.credentials import DockerConfigCredentials, default_auth_files
 
+IDENTITY_TOKEN = "refresh-7f3a"
+
 
 def write_config(path: Path, host: str, entry: dict[str, object], **extra: object) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,6 +187,7 @@ class TokenServer:
         self.requests: list[dict[str, str]] = []
         self.expires_in = 300
         self.grant_nothing_first = False
+        self.oauth = True
 
     def section(self, port: int) -> str:
         return (
@@ -201,13 +204,29 @@ class TokenServer:
         self.requests.append({"scope": request.query.get("scope", ""), "auth": header})
         if header != f"Basic {b64(USER, PASSWORD)}":
             return web.json_response({"details": "bad credentials"}, status=401)
-        _, name, actions = request.query["scope"].split(":")
+        return web.json_response(self.issue(request.query["scope"], request.query["service"]))
+
+    async def handle_post(self, request):
+        """OAuth2 `grant_type=refresh_token` with an identity token (404 while `oauth` is off)."""
+        from aiohttp import web
+
+        form = await request.post()
+        self.requests.append({"scope": str(form.get("scope", "")), "auth": f"POST {form.get('grant_type')}"})
+        if not self.oauth:
+            return web.Response(status=404)
+        if form.get("grant_type") != "refresh_token" or form.get("refresh_token") != IDENTITY_TOKEN:
+            return web.json_response({"details": "bad refresh token"}, status=401)
+        body = self.issue(str(form["scope"]), str(form["service"]))
+        return web.json_response({"access_token": body["token"], "expires_in": body["expires_in"]})
+
+    def issue(self, scope: str, service: str) -> dict[str, object]:
+        _, name, actions = scope.split(":")
         granted = [] if (self.grant_nothing_first and len(self.requests) == 1) else actions.split(",")
         now = int(time.time())
         claims = {
             "iss": "ares-test-issuer",
             "sub": USER,
-            "aud": request.query["service"],
+            "aud": service,
             "exp": now + 300,
             "nbf": now - 10,
             "iat": now,
@@ -215,7 +234,7 @@ class TokenServer:
             "access": [{"type": "repository", "name": name, "actions": granted}],
         }
         token = self._jwt.encode(claims, self.key, algorithm="ES256", headers={"kid": self.kid})
-        return web.json_response({"token": token, "expires_in": self.expires_in})
+        return {"token": token, "expires_in": self.expires_in}
 
 
 @pytest.fixture
@@ -225,6 +244,7 @@ async def token_registry(registry: Registry, images: dict[str, Pushed], tmp_path
     server = TokenServer(tmp_path)
     app = web.Application()
     app.router.add_get("/token", server.handle)
+    app.router.add_post("/token", server.handle_post)
     async with serve(app) as address:
         port = int(address.rsplit(":", 1)[1])
         reg = start_registry(tmp_path / "reg", auth=server.section(port), storage=registry.root)
@@ -283,3 +303,24 @@ async def test_token_server_refusal_says_how_to_log_in(token_registry, images: d
     with pytest.raises(ImageError, match=f"refused the credentials.*podman login {reg.host}"):
         await pull([], reg.host, images)
     assert server.requests[0]["auth"] == ""
+
+
+@pytest.mark.parametrize("oauth", [True, False], ids=["oauth2-post", "basic-get-fallback"])
+async def test_identity_token_is_exchanged_by_oauth2(
+    token_registry, images: dict[str, Pushed], tmp_path: Path, oauth: bool
+) -> None:
+    """`identitytoken` in the auth file: an OAuth2 refresh_token POST, or GET with Basic if unsupported."""
+    reg, server = token_registry
+    server.oauth = oauth
+    entry = {"auth": b64(USER, PASSWORD), "identitytoken": IDENTITY_TOKEN}
+    config = write_config(tmp_path / "config.json", reg.host, entry)
+    await pull([config], reg.host, images)
+    if oauth:
+        assert [r["auth"] for r in server.requests] == ["POST refresh_token"]
+    else:
+        assert [r["auth"] for r in server.requests] == ["POST refresh_token", f"Basic {b64(USER, PASSWORD)}"]
+    assert all(r["scope"] == "repository:ares/gzip:pull" for r in server.requests)
+    source = DockerConfigCredentials([config])
+    found = await source.get(parse_reference(f"{reg.host}/ares/gzip"))
+    assert found is not None and found.identity_token == IDENTITY_TOKEN
+    assert IDENTITY_TOKEN not in repr(found) and PASSWORD not in repr(found)
