@@ -1,4 +1,4 @@
-"""Build progress as events: which image and step is building, came from the cache, is done or failed.
+"""Image progress as events: build steps (``BuildEvent``) and pulled layers (``PullEvent``).
 
 Builders (the local one and the docker backend's) never print. They report ``BuildEvent``s to a
 listener: the one passed to them explicitly, else the one installed for the current context with
@@ -70,7 +70,59 @@ class BuildEvent:
         return f"{head}: {'done' if self.state == 'done' else 'FAILED'} in {self.elapsed_s:.1f}s"
 
 
-BuildListener = Callable[[BuildEvent], None]
+PullState = Literal["resolving", "downloading", "extracting", "done", "cached", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class PullEvent:
+    """One change in a pull.
+
+    ``layer`` is the blob digest, or None for an event about the whole image: ``resolving`` when it
+    starts, then ``done`` (something was downloaded), ``cached`` (nothing was) or ``failed``.
+    ``done``/``total`` are stored (compressed) bytes: of the layer, or of the whole image for image
+    events (``total`` None when unknown). ``layers``/``downloaded`` count the image's layers and how
+    many of them were downloaded (image events only).
+    """
+
+    image: str
+    layer: str | None
+    state: PullState
+    done: int = 0
+    total: int | None = None
+    layers: int = 0
+    downloaded: int = 0
+    elapsed_s: float = 0.0
+    message: str = ""
+
+    @property
+    def finished(self) -> bool:
+        """Whether this is the last event of its image."""
+        return self.layer is None and self.state in ("done", "cached", "failed")
+
+    def describe(self) -> str:
+        """One plain line, e.g. ``debian:12 layer 1a2b3c4d5e6f: done 29.1/29.1 MB``."""
+        size = f"{_mb(self.done)}/{_mb(self.total)} MB" if self.total is not None else f"{_mb(self.done)} MB"
+        if self.layer is None:
+            if self.state == "resolving":
+                return f"{self.image}: resolving"
+            if self.state == "failed":
+                return f"{self.image}: pull FAILED{': ' + self.message if self.message else ''}"
+            word = "pulled" if self.state == "done" else "up to date"
+            return (
+                f"{self.image}: {word} in {self.elapsed_s:.1f}s ({self.layers} layers, "
+                f"{self.downloaded} downloaded, {_mb(self.done)} MB moved)"
+            )
+        return f"{self.image} layer {self.layer.removeprefix('sha256:')[:12]}: {self.state} {size}"
+
+
+def _mb(value: int | None) -> str:
+    return f"{(value or 0) / 1e6:.1f}"
+
+
+ImageEvent = BuildEvent | PullEvent
+#: Receives build and pull events (check the type: ``isinstance(event, PullEvent)``).
+ImageListener = Callable[[ImageEvent], None]
+BuildListener = ImageListener
 
 _listener: ContextVar[BuildListener | None] = ContextVar("ares_build_listener", default=None)
 
@@ -104,7 +156,7 @@ def context_label(context_dir: Path) -> str:
     return f"{context_dir.absolute().parent.name}-{context_dir.name}"
 
 
-def emit(listener: BuildListener | None, event: BuildEvent) -> None:
+def emit(listener: BuildListener | None, event: ImageEvent) -> None:
     """Give ``event`` to ``listener`` (if any); a failing listener is logged, never raised."""
     if listener is None:
         return
