@@ -1,4 +1,4 @@
-"""``ares images build|list|prune``: the local image cache from the command line."""
+"""``ares images build|pull|list|prune``: built and pulled images from the command line."""
 
 from __future__ import annotations
 
@@ -13,14 +13,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from ares.cli.common import fail
+from ares.cli.images_pull import pull
 from ares.errors import AresError
 from ares.images.build.builder import ImageBuilder, LocalImage
 from ares.images.cache import ImageCache
+from ares.images.pull import image_store
+from ares.images.store import BuildCacheRoots, usage
+from ares.images.store import prune as prune_store
 from ares.sandbox.local.images import local_builder
 
-app = typer.Typer(
-    help="Build and manage local sandbox images (Dockerfiles -> cached layers).", no_args_is_help=True
-)
+app = typer.Typer(help="Build, pull and manage local sandbox images (no daemon).", no_args_is_help=True)
+app.command("pull")(pull)
 console = Console()
 
 CacheOption = Annotated[
@@ -98,19 +101,35 @@ async def _build_all(
 
 @app.command("list")
 def list_images(cache_dir: CacheOption = None) -> None:
-    """List built images, most recently used first."""
+    """List pulled and built images, most recently used first, with their disk use."""
     cache = ImageCache(cache_dir)
-    table = Table("image", "tags", "base", "layers", "size", "built", "source")
-    for record in cache.images():
-        layers = [cache.layer(k) for k in record.layers]
+    table = Table("image", "id", "kind", "layers", "size", "shared", "last used", "from")
+    rows: list[tuple[float, tuple[str, ...]]] = []
+    for use in usage(image_store(cache)):
+        record = use.record
+        rows.append((record.last_used, (
+            ", ".join(use.names), record.manifest_digest[7:19], "pulled", str(use.layers),
+            _mb(use.size_bytes), _mb(use.shared_bytes), _when(record.last_used), record.transport,
+        )))  # fmt: skip
+    for built in cache.images():
+        layers = [cache.layer(k) for k in built.layers]
         size = sum(layer.size_bytes for layer in layers if layer is not None)
-        built = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created))
-        table.add_row(
-            record.key[:12], ", ".join(record.tags) or "-", record.base, str(len(record.layers)),
-            f"{size / 1e6:.1f} MB", built, record.source,
-        )  # fmt: skip
+        rows.append((built.last_used, (
+            ", ".join(built.tags) or "-", built.key[:12], "built", str(len(built.layers)), _mb(size), "-",
+            _when(built.last_used), built.base,
+        )))  # fmt: skip
+    for _, row in sorted(rows, key=lambda r: r[0], reverse=True):
+        table.add_row(*row)
     console.print(table)
     console.print(f"cache: {cache.root}", highlight=False)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
+
+
+def _when(stamp: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(stamp))
 
 
 @app.command()
@@ -120,8 +139,25 @@ def prune(
     ] = False,
     cache_dir: CacheOption = None,
 ) -> None:
-    """Remove layers no image uses (with --all: everything but the base root filesystems)."""
-    removed = ImageCache(cache_dir).prune(everything=all_)
+    """Remove layers no image uses (with --all: every image too, but the base root filesystems).
+
+    Pulled images that a built image stacks on are kept while the built image is.
+    """
+    cache = ImageCache(cache_dir)
+    removed = cache.prune(everything=all_)
     for item in removed:
         console.print(f"removed {item}", highlight=False)
-    console.print(f"{len(removed)} removed", highlight=False)
+    try:
+        report = asyncio.run(
+            prune_store(image_store(cache), everything=all_, roots=[BuildCacheRoots(cache.root)])
+        )
+    except AresError as exc:
+        raise _fail(str(exc)) from None
+    for image in report.images:
+        console.print(f"removed pulled image {image}", highlight=False)
+    for diff_id in report.layers:
+        console.print(f"removed pulled layer {diff_id[7:19]}", highlight=False)
+    for failure in report.failures:
+        console.print(f"[yellow]could not remove {escape(failure)}[/]")
+    count = len(removed) + len(report.images) + len(report.layers)
+    console.print(f"{count} removed, {_mb(report.freed_bytes)} of pulled layers freed", highlight=False)

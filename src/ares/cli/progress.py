@@ -1,4 +1,4 @@
-"""What ``ares run`` shows while it runs: episodes done, errors as they first appear, image builds.
+"""What ``ares run`` shows while it runs: episodes done, errors as they first appear, image builds and pulls.
 
 On a terminal: a live display (an episodes bar and one row per image being built). Otherwise (output
 redirected to a file or a CI log): plain lines, flushed as they are written, so the log shows
@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Column
 
-from ares.images.progress import BuildEvent
+from ares.images.progress import ImageEvent, PullEvent
 from ares.rollout.results import EpisodeResult
 
 #: Distinct errors announced while the run goes on (all of them are in the summary).
@@ -37,7 +37,7 @@ class RunProgress(Protocol):
 
     def on_result(self, result: EpisodeResult) -> None: ...
 
-    def on_build(self, event: BuildEvent) -> None: ...
+    def on_build(self, event: ImageEvent) -> None: ...
 
 
 def run_progress(console: Console, total: int, earlier: Iterable[EpisodeResult] = ()) -> RunProgress:
@@ -100,6 +100,7 @@ class LiveProgress:
             tally.describe() if tally.done else "", total=tally.total, completed=tally.done, kind="episodes"
         )
         self._builds: dict[str, TaskID] = {}
+        self._pulls: dict[str, dict[str, tuple[int, int | None]]] = {}  # image -> layer -> (done, total)
         self._lock = threading.Lock()
 
     def __enter__(self) -> Self:
@@ -117,7 +118,11 @@ class LiveProgress:
             self.progress.console.print(f"[red]{escape(announce)}[/]")
         self.progress.update(self.bar, completed=self.tally.done, description=self.tally.describe())
 
-    def on_build(self, event: BuildEvent) -> None:
+    def on_build(self, event: ImageEvent) -> None:
+        if isinstance(event, PullEvent):
+            with self._lock:
+                self._on_pull(event)
+            return
         with self._lock:  # docker builds report from their own threads
             row = self._builds.get(event.image)
             if event.finished:
@@ -139,6 +144,33 @@ class LiveProgress:
             completed = event.index - 1 if event.state == "building" else event.index
             description = f"{name}: {event.step}" + ("" if event.state == "building" else f" ({event.state})")
             self.progress.update(row, total=max(event.total, 1), completed=completed, description=description)
+
+    def _on_pull(self, event: PullEvent) -> None:
+        """One row per image being pulled: bytes of its layers so far, layers finished."""
+        key = f"pull:{event.image}"
+        row = self._builds.get(key)
+        if event.finished:
+            if row is not None:
+                self.progress.remove_task(row)
+                del self._builds[key]
+                self._pulls.pop(event.image, None)
+            if event.state != "cached":
+                style = "red" if event.state == "failed" else "green"
+                self.progress.console.print(f"[{style}]image {escape(event.describe())}[/]")
+            return
+        if row is None:
+            row = self.progress.add_task(event.image, total=None, kind="pull")
+            self._builds[key] = row
+        layers = self._pulls.setdefault(event.image, {})
+        if event.layer is not None:
+            layers[event.layer] = (event.done, event.total)
+        totals = [total for _, total in layers.values()]
+        total = sum(t for t in totals if t is not None) if totals and None not in totals else None
+        finished = sum(1 for (done, t) in layers.values() if t is not None and done >= t)
+        self.progress.update(
+            row, completed=sum(done for done, _ in layers.values()), total=total,
+            description=f"{event.image}: {finished}/{len(layers)} layers",
+        )  # fmt: skip
 
 
 class PlainProgress:
@@ -188,7 +220,10 @@ class PlainProgress:
             self._last_done = done
             self._say(self._status())
 
-    def on_build(self, event: BuildEvent) -> None:
+    def on_build(self, event: ImageEvent) -> None:
+        if isinstance(event, PullEvent):
+            self._on_pull(event)
+            return
         step = (event.image, event.index, event.step)
         with self._lock:
             if event.finished:
@@ -207,6 +242,17 @@ class PlainProgress:
         if event.step is not None and event.state == "cached" and not announced:
             return  # the image's line counts them; said only if it was waited for (built by another task)
         self._say(f"image {event.describe()}")
+
+    def _on_pull(self, event: PullEvent) -> None:
+        """Lines when a layer is done or failed and when the image is; the heartbeat names pulls."""
+        with self._lock:
+            if event.finished:
+                self._building.pop(f"pull {event.image}", None)
+            elif event.layer is None:
+                self._building[f"pull {event.image}"] = ("pulling", time.monotonic())
+        image_over = event.finished and event.state != "cached"
+        if image_over or (event.layer is not None and event.state in ("done", "failed")):
+            self._say(f"image {event.describe()}")
 
     def _status(self) -> str:
         elapsed = time.monotonic() - self.tally.started
