@@ -74,6 +74,7 @@ def special_layer(nonce: bytes) -> bytes:
         entry("./ro/", tarfile.DIRTYPE, mode=0o555),
         entry("./ro/inside", data=b"x\n", mode=0o444),
         entry("./run/fifo", tarfile.FIFOTYPE, mode=0o644),
+        entry("./dev/null", tarfile.CHRTYPE, devmajor=1, devminor=3, mode=0o666),  # skipped, as debootstrap's
         entry("./nonce", data=nonce),
     ])  # fmt: skip
 
@@ -91,8 +92,8 @@ def hostile_layers() -> dict[str, tuple[bytes, str]]:
             build_tar([entry("d/", tarfile.DIRTYPE), entry("h", tarfile.LNKTYPE, linkname="d")]),
             "not a file",
         ),
-        "device": (build_tar([entry("dev/sda", tarfile.BLKTYPE, devmajor=8, devminor=0)]), "device node"),
-        "chardev": (build_tar([entry("dev/mem", tarfile.CHRTYPE, devmajor=1, devminor=1)]), "device node"),
+        "device": (build_tar([entry("etc/sda", tarfile.BLKTYPE, devmajor=8, devminor=0)]), "device node"),
+        "chardev": (build_tar([entry("usr/mem", tarfile.CHRTYPE, devmajor=1, devminor=1)]), "device node"),
         "duplicate": (build_tar([entry("a", data=b"1"), entry("a", data=b"2")]), "appears twice"),
     }
 

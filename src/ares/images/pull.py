@@ -164,7 +164,10 @@ async def _fetch_layers(
         return run
 
     unique = list({layer.diff_id: layer for layer in image.layers}.values())
-    results = await gather_bounded([job(layer) for layer in unique], limit=max(1, concurrency))
+    try:
+        results = await gather_bounded([job(layer) for layer in unique], limit=max(1, concurrency))
+    except BaseExceptionGroup as group:  # one layer failed and the others were cancelled: say why
+        raise _first(group) from None
     return sum(done for done, _ in results), sum(made for _, made in results)
 
 
@@ -205,6 +208,23 @@ def _pulled(store: ImageStore, name: str, record: PulledRecord, moved: int, fetc
         bytes_downloaded=moved,
         layers_downloaded=fetched,
     )
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first real error in ``group`` (ImageErrors first), not the cancellations it caused."""
+    leaves: list[BaseException] = []
+    stack: list[BaseException] = [group]
+    while stack:
+        exc = stack.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            stack[:0] = list(exc.exceptions)
+        else:
+            leaves.append(exc)
+    for kinds in (ImageError, Exception, BaseException):
+        for leaf in leaves:
+            if isinstance(leaf, kinds):
+                return leaf
+    return group
 
 
 def _since(started: float) -> float:

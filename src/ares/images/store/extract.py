@@ -3,7 +3,9 @@
 The tar is read in a worker thread from a ``BytePipe`` (see ``pipe.py``) and written through
 ``LayerWriter``, which never follows a link the layer made and refuses duplicates and paths through
 non-directories. Here the OCI rules are applied on top: ``.wh.NAME`` becomes an overlay whiteout and
-``.wh..wh..opq`` an opaque dir; device nodes (other than 0/0 whiteouts) are refused; hard links must
+``.wh..wh..opq`` an opaque dir; device nodes (other than 0/0 whiteouts) are refused, except below
+``/dev``, where images built with debootstrap carry them: those are skipped, never created (a sandbox
+mounts a /dev of its own); hard links must
 name a file of the same layer; PAX xattrs (file capabilities among them) are kept where the kernel
 allows. The bytes are hashed as they stream, so the caller can compare them with the diff_id, and
 counted against the caps that stop a decompression bomb.
@@ -162,6 +164,10 @@ class _Extractor:
             return
         elif member.isfifo():
             w.fifo(rel, mode, uid, gid, mtime)
+        elif (member.ischr() or member.isblk()) and rel.startswith("dev/"):
+            # debootstrap'd images carry /dev/null & co; sandboxes mount a /dev of their own.
+            _log.debug("layer member %r: device node under /dev not created", member.name)
+            return
         else:
             raise LayerRefused("it is a device node or special file, which an image may not carry")
         self._xattrs(member, rel)

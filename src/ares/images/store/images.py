@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Iterable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -70,9 +70,12 @@ class ImageStore:
     def _record_path(self, digest: str) -> Path:
         return self.root / "images" / f"{layer_name(digest)}.json"
 
-    def lock(self, *, shared: bool = False) -> AbstractAsyncContextManager[None]:
+    @asynccontextmanager
+    async def lock(self, *, shared: bool = False) -> AsyncIterator[None]:
         """The store lock: pulls hold it shared while they add layers and records, prune exclusively."""
-        return file_lock(self.root / "locks" / "store.lock", shared=shared)
+        await asyncio.to_thread(self.prepare)
+        async with file_lock(self.root / "locks" / "store.lock", shared=shared):
+            yield
 
     # ------------------------------------------------------------------ reading
     def get(self, digest: str) -> PulledRecord | None:
