@@ -254,3 +254,16 @@ async def test_debian_end_to_end(registry: Registry, cache: ImageCache) -> None:
     assert any(os.path.lexists(lower / "usr/bin/python3") for lower in lowers(image.plan))
     assert b"bookworm" in read(image.plan, "usr/lib/os-release")
     assert image.size_bytes > 50_000_000 and image.layers_downloaded == len(set(image.diff_ids))
+
+
+async def test_pull_from_an_oci_layout_shares_the_store(tmp_path: Path, cache: ImageCache) -> None:
+    from oci_registry_kit import write_layout
+
+    files = {"etc/name": b"layout\n", "nonce": secrets.token_bytes(8)}
+    write_layout(tmp_path / "layout", [("amd64", files)])
+    first = await pull_image(f"oci:{tmp_path / 'layout'}:img", cache=cache)
+    assert first.transport == "oci" and first.layers_downloaded == 1
+    assert read(first.plan, "etc/name") == b"layout\n"
+    assert first.reference == f"oci:{tmp_path / 'layout'}:img@{first.manifest_digest}"
+    again = await pull_image(f"oci:{tmp_path / 'layout'}:img", cache=cache, policy="always")
+    assert (again.layers_downloaded, again.plan) == (0, first.plan)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from ares.images.errors import ImageError
 from ares.images.registry import Platform, RegistryClient
 from ares.images.sources.base import ChunkSink, ImageSource, LayerProgress, SourceImage, SourceLayer
@@ -31,6 +34,10 @@ def split_transport(name: str) -> tuple[str, str, str | None]:
         path, colon, tag = rest.rpartition(":")
         if colon and path and "/" not in tag:
             return transport, path, tag or None
+    else:  # docker-archive:PATH[:NAME], NAME choosing among the archive's RepoTags (as skopeo)
+        path, colon, wanted = rest.partition(":")
+        if colon and path and wanted and os.path.isfile(path):
+            return transport, path, wanted
     return transport, rest, None
 
 
@@ -43,13 +50,13 @@ def open_source(
     """
     transport, target, tag = split_transport(name)
     if transport == "oci":
-        from ares.images.sources.oci_layout import OciLayoutSource  # type: ignore[import-not-found]
+        from ares.images.sources.oci_layout import OciLayoutSource
 
-        return OciLayoutSource(target, tag)  # type: ignore[no-any-return]
+        return OciLayoutSource(Path(target), tag, platform)
     if transport == "docker-archive":
-        from ares.images.sources.docker_archive import DockerArchiveSource  # type: ignore[import-not-found]
+        from ares.images.sources.docker_archive import DockerArchiveSource
 
-        return DockerArchiveSource(target)  # type: ignore[no-any-return]
+        return DockerArchiveSource(Path(target), tag, platform)
     from ares.images.sources.registry import RegistrySource
 
     return RegistrySource(target, platform=platform, client=client)
