@@ -14,6 +14,7 @@ from typing import Protocol
 
 from ares.images.compression import LayerPipeline
 from ares.images.errors import ImageError
+from ares.images.registry.limits import Limits
 from ares.images.registry.mediatypes import Compression
 from ares.images.sources.base import ChunkSink, LayerProgress, SourceLayer
 
@@ -68,14 +69,25 @@ async def stream_layer(
     sink: ChunkSink,
     progress: LayerProgress | None,
     where: str,
+    limits: Limits | None = None,
 ) -> None:
     """Feed `layer`'s uncompressed tar to `sink`, then check the stored digest, size and diff_id.
 
-    Each chunk is read and decompressed in one worker-thread hop, so memory stays at a chunk (times the
-    compression ratio) and the event loop only hands bytes on. On ImageError the sink has received
-    unverified bytes: the caller discards what it wrote.
+    Each chunk is read and decompressed in one worker-thread hop; a chunk that inflates enormously is
+    handed to the sink piece by piece from the worker (which waits for each), and the uncompressed
+    total is capped as for registry layers (``Limits.uncompressed_cap``), so a decompression bomb in
+    a file is refused like one from a registry. On ImageError the sink has received unverified
+    bytes: the caller discards what it wrote.
     """
-    pipeline = LayerPipeline(compression)
+    limits = limits or Limits()
+    stored = layer.size if layer.size is not None else 0
+    pipeline = LayerPipeline(compression, limits.uncompressed_cap(stored), f"{where}: layer {layer.digest}")
+    loop = asyncio.get_running_loop()
+
+    def emit(data: bytes) -> None:  # in the worker thread: wait until the sink has taken it
+        asyncio.run_coroutine_threadsafe(sink(data), loop).result()
+
+    pipeline.emit = emit
     handle = await asyncio.to_thread(open_blob)
     done = 0
     try:
