@@ -18,7 +18,6 @@ import pytest
 import ares
 from ares.envs.command_log import CommandLog, CommandRecord
 from ares.sandbox import SandboxSpec
-from ares.sandbox.base import StartStopContext
 from ares.sandbox.capabilities import (
     METHODS,
     Capability,
@@ -29,6 +28,7 @@ from ares.sandbox.capabilities import (
     supports,
 )
 from ares.sandbox.forwarding import ForwardingSandbox
+from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.local import LocalSandbox
 from ares.sandbox.pool import PooledSandbox, WarmPool
 

@@ -1,6 +1,6 @@
 """``direct_argv`` (the init's shortcut past bash) against ``bash -c`` itself.
 
-The contract (``_init.py``): a command made only of plain words, whose first word is no shell
+The contract (``init/commands.py``): a command made only of plain words, whose first word is no shell
 keyword or builtin, no assignment and no option, and names an executable file (by path, or found on
 the request's PATH, looked up from the command's cwd, where the shepherd calls it) is exec'd
 directly, with the environment bash would export to a command it execs in place; anything else is
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ares.sandbox.local import LocalSandbox
-from ares.sandbox.local._init import direct_argv
+from ares.sandbox.local.init.commands import direct_argv
 
 BASH = "/bin/bash"
 pytestmark = pytest.mark.skipif(not os.access(BASH, os.X_OK), reason="needs bash")

@@ -320,7 +320,10 @@ async def test_prepare_resolves_a_linked_etc_inside_the_container(
     container cannot do this to its /etc, which holds the engine's mounts; an image can.)"""
     outside = tmp_path / "etc"
     outside.mkdir()
-    bundle = await image_shell(agent._engine, agent.spec, agent._started_from or "")
+    image, pristine = agent._started_from or "", replace(agent.spec, network=False)
+    bundle = await image_shell(
+        agent._engine.base_url, image, lambda: DockerSandbox(pristine, engine=agent._engine, image=image)
+    )
     assert bundle is not None
     await check(agent, f"mkdir -p {outside}")
     frozen = await agent.fork_frozen()

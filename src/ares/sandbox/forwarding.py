@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, TypeVar, cast
 
-from ares.sandbox.base import BindMount, ExecResult, FileMap, Sandbox, SandboxSpec, StartStopContext
+from ares.sandbox.base import BindMount, ExecResult, FileMap, Sandbox, SandboxSpec
 from ares.sandbox.capabilities import (
     NONE,
     BoundFork,
@@ -29,6 +29,7 @@ from ares.sandbox.capabilities import (
     declared,
     require,
 )
+from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.snapshots import FilesystemSnapshot
 from ares.sandbox.trusted_shell import ShellBundle
 

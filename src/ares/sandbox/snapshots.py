@@ -23,13 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# The capability protocols live with the other capabilities; re-exported here where they were first.
-from ares.sandbox.capabilities import SnapshotRestoringFactory, SnapshottingSandbox
-
 #: Version of the exported archive layout (``manifest.json`` + ``diff.tar.gz``).
 ARCHIVE_FORMAT = "ares.fs-snapshot/1"
 
-__all__ = ["ARCHIVE_FORMAT", "FilesystemSnapshot", "SnapshotRestoringFactory", "SnapshottingSandbox"]
+__all__ = ["ARCHIVE_FORMAT", "FilesystemSnapshot"]
 
 
 @dataclass(frozen=True, slots=True)

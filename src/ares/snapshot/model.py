@@ -20,7 +20,8 @@ from typing import Any
 from ares.errors import SnapshotError
 from ares.llm.openai_chat import request_from_openai, request_to_openai
 from ares.llm.types import LLMRequest
-from ares.sandbox.snapshots import FilesystemSnapshot, SnapshotRestoringFactory
+from ares.sandbox.capabilities import SnapshotRestoringFactory
+from ares.sandbox.snapshots import FilesystemSnapshot
 from ares.snapshot.task_codec import task_from_json, task_to_json
 from ares.tasks.model import Task
 

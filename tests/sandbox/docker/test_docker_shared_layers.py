@@ -15,7 +15,8 @@ from docker_engine_kit import BASE_IMAGE, Engine
 from ares.images.progress import BuildEvent, build_listener
 from ares.sandbox import ImageSpec, SandboxSpec
 from ares.sandbox.docker import DockerConfig, DockerSandboxFactory
-from ares.sandbox.docker.images import LAYER_LABEL, plan_layers
+from ares.sandbox.docker.dockerfiles import plan_layers
+from ares.sandbox.docker.images import LAYER_LABEL
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from docker_engine_kit import Engine
 from ares.errors import SandboxError
 from ares.sandbox import ImageSpec, SandboxSpec
 from ares.sandbox.capabilities import Capability
-from ares.sandbox.docker import DockerSandbox, DockerSandboxFactory
+from ares.sandbox.docker import DockerSandbox, DockerSandboxFactory, snapshot_export
 from ares.sandbox.docker import snapshot as docker_snapshot
 from ares.sandbox.docker.janitor import OWNER_PID_LABEL
 from ares.sandbox.docker.snapshot import SNAPSHOT_LABEL, merge_changes
@@ -284,7 +284,7 @@ async def test_export_without_the_containers_tar_goes_path_by_path(
     factory: DockerSandboxFactory, written: DockerSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An image without GNU tar: one archive API call per path, owners and links from find."""
-    monkeypatch.setattr(docker_snapshot._Writer, "_with_tar", lambda *args: False)
+    monkeypatch.setattr(snapshot_export.DiffWriter, "_with_tar", lambda *args: False)
     before = await listing(written)
     snapshot = await written.snapshot()
     try:
@@ -307,7 +307,7 @@ async def test_export_without_a_find_listing_keeps_contents_and_links(
 ) -> None:
     """An image without GNU find: the engine's stat and archives describe the files instead (on
     Podman: every owner root, a top-level symlink's target resolved to an absolute path)."""
-    monkeypatch.setattr(docker_snapshot, "_start_and_list", lambda *args: None)
+    monkeypatch.setattr(snapshot_export, "start_and_list", lambda *args: None)
     snapshot = await written.snapshot()
     try:
         await factory.export_snapshot(snapshot, tmp_path / "fs")

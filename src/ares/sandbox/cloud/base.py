@@ -24,10 +24,11 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from ares.errors import SandboxCrashedError, SandboxError
-from ares.sandbox.base import ExecResult, FileMap, SandboxSpec, StartStopContext
+from ares.sandbox.base import ExecResult, FileMap, SandboxSpec
 from ares.sandbox.capabilities import Capability, CapabilityError
 from ares.sandbox.cloud.outputs import CloudFork, fork_with_outputs
 from ares.sandbox.files import extract_tar, tar_files
+from ares.sandbox.lifecycle import StartStopContext
 
 log = logging.getLogger(__name__)
 

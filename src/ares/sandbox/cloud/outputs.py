@@ -22,15 +22,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from ares.errors import SandboxError
-from ares.sandbox.base import DiffSummary
+from ares.sandbox.base import DiffSummary, Sandbox
 from ares.sandbox.files import extract_tar
 from ares.sandbox.output_paths import output_roots
-
-if TYPE_CHECKING:
-    from ares.sandbox.cloud.base import CloudSandbox
 
 #: Bound on packing one output in the agent's sandbox (its programs may be the agent's).
 PACK_TIMEOUT_S = 300.0
@@ -45,7 +42,7 @@ class CloudFork:
     """A started fresh sandbox for a task's tests. ``outside`` is unknown on cloud backends (no
     filesystem diff is available), and the fork's own bash is the image's (``shell_argv``: None)."""
 
-    sandbox: CloudSandbox
+    sandbox: Sandbox
     outside: DiffSummary | None = None
 
     def shell_argv(self, *args: str) -> list[str] | None:
@@ -53,7 +50,7 @@ class CloudFork:
 
 
 async def fork_with_outputs(
-    source: CloudSandbox, fork: CloudSandbox, outputs: Sequence[str], fresh: Sequence[str]
+    source: Sandbox, fork: Sandbox, outputs: Sequence[str], fresh: Sequence[str]
 ) -> CloudFork:
     """Start ``fork`` (an unstarted sandbox of ``source``'s spec) holding ``source``'s ``outputs``,
     with each ``fresh`` dir empty. The caller stops the fork; on failure it is stopped here."""
@@ -76,7 +73,7 @@ async def fork_with_outputs(
     return CloudFork(fork)
 
 
-async def _pack(source: CloudSandbox, path: str, dest: Path) -> Carried:
+async def _pack(source: Sandbox, path: str, dest: Path) -> Carried:
     """``path`` of the agent's sandbox on the host at ``dest``, or why it is not carried."""
     target = PurePosixPath(path)
     staged = f"/tmp/.ares-outputs-{uuid.uuid4().hex}.tar"
@@ -109,18 +106,18 @@ async def _pack(source: CloudSandbox, path: str, dest: Path) -> Carried:
     return path, "carry", dest
 
 
-async def _clear(fork: CloudSandbox, paths: Sequence[str]) -> None:
+async def _clear(fork: Sandbox, paths: Sequence[str]) -> None:
     if paths:
         quoted = " ".join(shlex.quote(p) for p in paths)
         await _run(fork, f"rm -rf -- {quoted}", "clear the outputs' place")
 
 
-async def _mkdirs(fork: CloudSandbox, paths: Sequence[str]) -> None:
+async def _mkdirs(fork: Sandbox, paths: Sequence[str]) -> None:
     if paths:
         await _run(fork, "mkdir -p -- " + " ".join(shlex.quote(p) for p in paths), "make the fresh dirs")
 
 
-async def _run(fork: CloudSandbox, cmd: str, what: str) -> None:
+async def _run(fork: Sandbox, cmd: str, what: str) -> None:
     result = await fork.exec(cmd, cwd="/", timeout_s=PLACE_TIMEOUT_S)
     if not result.ok:
         raise SandboxError(f"could not {what} in the verifier's sandbox: {result.stderr.strip()[-500:]}")

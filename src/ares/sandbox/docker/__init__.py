@@ -8,9 +8,10 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError("the docker backend needs the docker SDK: pip install 'ares[docker]'") from exc
 
+from ares.sandbox.docker.dockerfiles import context_hash
 from ares.sandbox.docker.engine import DEFAULT_IMAGE, DockerConfig, DockerEngine
 from ares.sandbox.docker.factory import DockerSandboxFactory
-from ares.sandbox.docker.images import DockerBuildError, context_hash
+from ares.sandbox.docker.images import DockerBuildError
 from ares.sandbox.docker.janitor import GcReport, gc
 from ares.sandbox.docker.sandbox import DockerSandbox
 

@@ -9,6 +9,7 @@ import docker
 from ares.sandbox.base import SandboxSpec
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.docker import snapshot as snapshots
+from ares.sandbox.docker import snapshot_export, snapshot_import
 from ares.sandbox.docker.engine import DockerConfig, DockerEngine
 from ares.sandbox.docker.sandbox import DockerSandbox
 from ares.sandbox.snapshots import FilesystemSnapshot
@@ -51,11 +52,11 @@ class DockerSandboxFactory:
 
     async def export_snapshot(self, snapshot: FilesystemSnapshot, path: Path) -> None:
         """Write the snapshot's diff to the directory ``path`` (``manifest.json``, ``diff.tar.gz``)."""
-        await snapshots.export_snapshot(self.engine, snapshot, Path(path))
+        await snapshot_export.export_snapshot(self.engine, snapshot, Path(path))
 
     async def import_snapshot(self, path: Path, spec: SandboxSpec) -> FilesystemSnapshot:
         """A snapshot of ``spec``'s image from an exported directory; unsafe archives are refused."""
-        return await snapshots.import_snapshot(self.engine, Path(path), spec)
+        return await snapshot_import.import_snapshot(self.engine, Path(path), spec)
 
     async def discard_snapshot(self, snapshot: FilesystemSnapshot) -> None:
         """Remove the snapshot's image now, or when the last sandbox made from it stops."""

@@ -13,8 +13,7 @@ from __future__ import annotations
 import posixpath
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import docker
 import docker.errors
@@ -24,10 +23,6 @@ from ares.errors import SandboxError
 from ares.sandbox.base import DiffSummary
 from ares.sandbox.output_paths import output_roots as output_roots  # re-exported for the docker modules
 from ares.sandbox.output_paths import within as within
-
-if TYPE_CHECKING:
-    from ares.sandbox.docker.sandbox import DockerSandbox
-    from ares.sandbox.docker.trusted import TrustedShell
 
 #: The engine's change kinds (``GET /containers/{id}/changes``).
 MODIFIED, ADDED, DELETED = 0, 1, 2
@@ -39,21 +34,6 @@ MODE_SYMLINK = 1 << 27
 EXEC_SCRATCH = "/tmp/.ares-exec-"
 
 OutputState = Literal["carry", "deleted", "link"]
-
-
-@dataclass(frozen=True, slots=True)
-class VerifierFork:
-    """A started sandbox for a task's tests, what the agent changed outside the task's outputs, and
-    in ``full`` mode the trusted shell the fork has (None: outputs mode, or an image without bash)."""
-
-    sandbox: DockerSandbox
-    outside: DiffSummary
-    shell: TrustedShell | None = None
-
-    def shell_argv(self, *args: str) -> list[str] | None:
-        """The command line that runs the image's own bash with ``args`` in the fork, for its
-        ``exec(argv=...)``; None when the fork has no trusted shell (its commands use its own)."""
-        return None if self.shell is None else self.shell.argv(*args)
 
 
 def summarize_changes(

@@ -24,7 +24,7 @@ import tarfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -33,7 +33,7 @@ import docker.errors
 import requests.exceptions
 
 from ares.errors import SandboxCrashedError, SandboxError
-from ares.sandbox.base import ExecResult, FileMap, SandboxSpec, StartStopContext
+from ares.sandbox.base import DiffSummary, ExecResult, FileMap, SandboxSpec
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.docker import janitor, loopback
 from ares.sandbox.docker.client import api_message, run_blocking
@@ -50,7 +50,6 @@ from ares.sandbox.docker.execution import (
 )
 from ares.sandbox.docker.outputs import (
     OutputState,
-    VerifierFork,
     clear_script,
     copy_path,
     output_roots,
@@ -72,6 +71,7 @@ from ares.sandbox.docker.snapshot import (
 )
 from ares.sandbox.docker.trusted import TRUSTED_PID1, TrustedShell, image_shell, prepare, seeded_paths
 from ares.sandbox.files import extract_tar, tar_files
+from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.snapshots import FilesystemSnapshot
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,21 @@ KILL_MARGIN_S = 2.0
 SWEEP_TIMEOUT_S = 30.0
 FROZEN_REPOSITORY = "ares-frozen"
 _API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifierFork:
+    """A started sandbox for a task's tests, what the agent changed outside the task's outputs, and
+    in ``full`` mode the trusted shell the fork has (None: outputs mode, or an image without bash)."""
+
+    sandbox: DockerSandbox
+    outside: DiffSummary
+    shell: TrustedShell | None = None
+
+    def shell_argv(self, *args: str) -> list[str] | None:
+        """The command line that runs the image's own bash with ``args`` in the fork, for its
+        ``exec(argv=...)``; None when the fork has no trusted shell (its commands use its own)."""
+        return None if self.shell is None else self.shell.argv(*args)
 
 
 class DockerSandbox(StartStopContext):
@@ -326,8 +341,14 @@ class DockerSandbox(StartStopContext):
         api = self._client.api
         changes = self._pristine_changes(await self._api("read the sandbox's changes", api.diff, container))
         shell: TrustedShell | None = None
+        started_from = self._started_from
         if outputs is None:
-            bundle = await image_shell(self._engine, self.spec, self._started_from)
+            pristine = replace(self.spec, network=False)
+            bundle = await image_shell(
+                self._engine.base_url,
+                started_from,
+                lambda: DockerSandbox(pristine, engine=self._engine, image=started_from),
+            )
             fork = await self.fork_frozen()
             if bundle is not None:
                 shell = TrustedShell.fresh(bundle)

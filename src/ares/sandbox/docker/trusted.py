@@ -21,20 +21,17 @@ import posixpath
 import secrets
 import tarfile
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 
 import docker
 import docker.errors
 
-from ares.sandbox.base import SandboxSpec
+from ares.sandbox.base import Sandbox
 from ares.sandbox.docker.client import api_message
 from ares.sandbox.docker.outputs import stat_path
 from ares.sandbox.trusted_shell import ShellBundle, capture_shell
-
-if TYPE_CHECKING:
-    from ares.sandbox.docker.engine import DockerEngine
 
 __all__ = ["TRUSTED_PID1", "TrustedShell", "image_shell", "prepare", "seed_archive", "seeded_paths"]
 
@@ -69,14 +66,15 @@ class TrustedShell:
         return self.bundle.argv(self.dir, *args)
 
 
-async def image_shell(engine: DockerEngine, spec: SandboxSpec, image: str) -> ShellBundle | None:
-    """The bash of ``image`` (an image id), captured from a pristine container of it on first use."""
-    key = (engine.base_url, image)
+async def image_shell(
+    engine_url: str, image: str, pristine: Callable[[], AbstractAsyncContextManager[Sandbox]]
+) -> ShellBundle | None:
+    """The bash of ``image`` (an image id on the engine at ``engine_url``), captured on first use from
+    ``pristine()``: an unstarted sandbox of that image, without network."""
+    key = (engine_url, image)
     if key not in _BUNDLES:
-        from ares.sandbox.docker.sandbox import DockerSandbox  # circular: the sandbox uses this module
-
-        async with DockerSandbox(replace(spec, network=False), engine=engine, image=image) as pristine:
-            bundle = await capture_shell(pristine)
+        async with pristine() as sandbox:
+            bundle = await capture_shell(sandbox)
         _BUNDLES.setdefault(key, bundle)
     return _BUNDLES[key]
 

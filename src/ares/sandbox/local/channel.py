@@ -1,4 +1,4 @@
-"""The host's end of the sandbox init's wire protocol (``_init.py``'s ``Wire`` is the other end).
+"""The host's end of the sandbox init's wire protocol (``init/wire.py`` is the other end).
 
 Two kinds of frame, both marshal (the init must not import json, see _init.py):
 - the control socket (SOCK_SEQPACKET) carries one dict per packet, fds passed alongside;
@@ -37,7 +37,7 @@ _LENGTH = struct.Struct("!I")
 
 @dataclass(frozen=True, slots=True)
 class ExecRequest:
-    """One command for the init to hand to a shepherd (``_init.py``'s ``shepherd`` reads its fields)."""
+    """One command for the init to hand to a shepherd (``init/commands.py``'s ``shepherd`` reads it)."""
 
     cmd: str
     argv: list[str] | None

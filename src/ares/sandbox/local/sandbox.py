@@ -38,10 +38,10 @@ from ares.sandbox.base import (
     FileMap,
     Resources,
     SandboxSpec,
-    StartStopContext,
 )
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.files import extract_tar, tar_files
+from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.local import (
     archive,
     commit,

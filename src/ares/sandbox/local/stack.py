@@ -15,7 +15,7 @@ from ares.errors import SandboxError
 from ares.images.config import ImageConfig
 from ares.images.rootfs import RootfsPlan
 from ares.sandbox.base import ImageSpec
-from ares.sandbox.local import workspace
+from ares.sandbox.local import image_hook, workspace
 from ares.sandbox.snapshots import FilesystemSnapshot
 
 
@@ -23,10 +23,7 @@ async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
     """The mount plan and defaults for ``image``: the host base, or a built (cached) image."""
     if image.name is None and image.dockerfile_dir is None:
         return await workspace.host_base_plan_async(), ImageConfig()
-    from ares.sandbox.local.images import resolve_local_image  # builder code only when needed
-
-    built = await resolve_local_image(image)
-    return built.plan, built.config
+    return await image_hook.build_image(image)  # the builder, installed by the package
 
 
 def stacked(plan: RootfsPlan, layer_dirs: Sequence[Path]) -> RootfsPlan:

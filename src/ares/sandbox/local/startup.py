@@ -43,7 +43,7 @@ def checked_bind(bind: BindMount) -> BindMount:
 
 @dataclass(frozen=True, slots=True)
 class InitConfig:
-    """What an init builds the sandbox from (``_init.py``'s ``setup_filesystem`` and ``harden``)."""
+    """What an init builds the sandbox from (``init/filesystem.py``: ``setup_filesystem``, ``harden``)."""
 
     sandbox_dir: Path
     plan: RootfsPlan
