@@ -1,4 +1,7 @@
-"""Suite-wide settings: images built by the tests go to a cache of this session, not ~/.cache/ares."""
+"""Suite-wide settings: images built by the tests go to a cache of this session, not ~/.cache/ares, and
+the stand-in fallback is on (``ARES_IMAGE_FALLBACK=offline``): ``FROM python:3.11-slim`` or ``FROM
+debian:bookworm`` in the fixtures build offline on ``ares/host-python`` / ``ares/debian:bookworm``,
+recorded as substitutions. Tests of the fallback itself set it per test."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ _SESSION_CACHE: Path | None = None
 
 def pytest_configure(config: pytest.Config) -> None:
     global _SESSION_CACHE
+    os.environ.setdefault("ARES_IMAGE_FALLBACK", "offline")
     if "ARES_CACHE_DIR" not in os.environ:
         _SESSION_CACHE = Path(tempfile.mkdtemp(prefix="ares-test-cache-"))
         os.environ["ARES_CACHE_DIR"] = str(_SESSION_CACHE)

@@ -74,6 +74,8 @@ class ImageRecord:
     source: str
     created: float
     last_used: float
+    #: Named images a stand-in served instead (``{"requested", "served_by", "reason"}`` each).
+    substitutions: tuple[dict[str, str], ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=1)
@@ -82,6 +84,7 @@ class ImageRecord:
     def from_json(cls, text: str) -> ImageRecord:
         data: dict[str, Any] = json.loads(text)
         data["layers"], data["tags"] = tuple(data["layers"]), tuple(data["tags"])
+        data["substitutions"] = tuple(data.get("substitutions") or ())
         return cls(**data)
 
 

@@ -37,7 +37,7 @@ async def test_a_build_reports_each_step_then_the_image(tmp_path: Path) -> None:
     events: list[BuildEvent] = []
     with build_listener(events.append):
         await builder.build(ctx)
-    base = f"(base setup for python:{PY}-slim)"
+    base = "(base setup for ares/host-python)"
     assert states(events) == [
         (None, 0, "building"),
         (base, 1, "building"),

@@ -50,5 +50,7 @@ async def test_debian_style_bases_build_with_apt(debian_cache: ImageCache, tmp_p
     ubuntu.mkdir()
     (ubuntu / "Dockerfile").write_text("FROM ubuntu:22.04\nRUN test -f /etc/debian_version\n")
     notes: list[str] = []
-    await local_builder(debian_cache, on_log=notes.append).build(ubuntu)
-    assert any("approximated by Debian bookworm" in line for line in notes)
+    image = await local_builder(debian_cache, on_log=notes.append).build(ubuntu)
+    assert image.base == "ares/debian:bookworm" and image.served_by == "ares/debian:bookworm"
+    assert image.substitutions[0].requested == "ubuntu:22.04"
+    assert any("ubuntu:22.04 was served by the stand-in ares/debian:bookworm" in line for line in notes)

@@ -1,7 +1,13 @@
-"""Base images for ``FROM``: the host's own system directories, or Debian bookworm by debootstrap.
+"""Stand-in bases: images ARES makes without a registry, under names of their own.
 
-No registry is involved: ``python:3.11-slim`` is served by the host's Python when its version matches,
-and ``debian:*``/``ubuntu:*``/``buildpack-deps:*`` by one Debian bookworm root built once per cache.
+* ``ares/host``: the host's system directories (/usr, /bin, /lib*, /etc minus secrets), read-only;
+* ``ares/host-python``: the same plus a cached layer that makes the host's ``python3`` behave like the
+  ``python`` image (``python``/``pip`` on PATH, pip may install system-wide);
+* ``ares/debian:bookworm``: Debian bookworm (minbase) by debootstrap, built once per cache.
+
+A stand-in is used for a *named* image (``python:3.11-slim``, ``debian:12``, ``ubuntu:24.04``) only
+when the user turns the fallback on (``ARES_IMAGE_FALLBACK``, see ``bases``); ``standin_for`` says
+which stand-in would serve a name, and the image records the substitution.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ import secrets
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ares.errors import ImageBuildError
@@ -28,10 +34,18 @@ from ares.images.rootfs import OverlayMount, RootfsPlan
 
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DEBIAN_SUITE = "bookworm"
+HOST = "ares/host"
+HOST_PYTHON = "ares/host-python"
+DEBIAN = f"ares/debian:{DEBIAN_SUITE}"
+#: Every stand-in name, and what it is (for errors and docs).
+STANDINS = {
+    HOST: "the host's system directories",
+    HOST_PYTHON: "the host's Python (python3, pip)",
+    DEBIAN: f"Debian {DEBIAN_SUITE} by debootstrap",
+}
 SUPPORTED = (
     "python:<host major.minor>[-slim|-bookworm|-slim-bookworm] (the host's Python), "
-    "debian:*, ubuntu:*, buildpack-deps:* (Debian bookworm via debootstrap), ares/host, "
-    "or an image built earlier and tagged in the cache"
+    f"debian:*, ubuntu:*, buildpack-deps:* (Debian {DEBIAN_SUITE} via debootstrap)"
 )
 # Makes the host's Debian Python behave like the python image: pip may install system-wide and
 # `python`/`pip` exist. Runs once as a cached layer.
@@ -62,7 +76,6 @@ class BaseImage:
     kind: str  # "host" | "debian"
     config: ImageConfig
     setup: tuple[str, ...] = ()
-    notes: tuple[str, ...] = field(default=())
 
 
 def canonical_name(name: str) -> str:
@@ -104,51 +117,72 @@ def host_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def resolve_base(name: str) -> BaseImage:
-    """Map a ``FROM`` name to a base; raise UnsupportedBaseError naming the supported set."""
+def resolve_standin(name: str) -> BaseImage | None:
+    """The stand-in called ``name`` (``ares/host``, ``ares/host-python``, ``ares/debian:bookworm``)."""
+    canon = canonical_name(name)
+    if canon in (HOST, f"{HOST}:latest"):
+        return BaseImage(HOST, f"host:{host_fingerprint()}", "host", ImageConfig(env={"PATH": DEFAULT_PATH}))
+    if canon in (HOST_PYTHON, f"{HOST_PYTHON}:latest"):
+        host = host_python_version()
+        if host is None:
+            raise UnsupportedBaseError(
+                f"{HOST_PYTHON} needs the host's /usr/bin/python3, which does not exist"
+            )
+        config = ImageConfig(env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", "PYTHON_VERSION": host})
+        return BaseImage(
+            HOST_PYTHON, f"python-host:{host_fingerprint()}", "host", config, setup=(PYTHON_SHIM,)
+        )
+    if canon in (DEBIAN, "ares/debian:latest"):
+        config = ImageConfig(env={"PATH": DEFAULT_PATH})
+        return BaseImage(DEBIAN, f"debian:{DEBIAN_SUITE}", "debian", config)
+    return None
+
+
+def standin_for(name: str) -> tuple[BaseImage, str]:
+    """The stand-in that may serve the named image, and how close it is; UnsupportedBaseError if none.
+
+    ``python:<x.y>`` (Debian-flavoured tags) -> ``ares/host-python`` when the host's Python is x.y;
+    ``debian:*``, ``ubuntu:*``, ``buildpack-deps:*`` -> ``ares/debian:bookworm``.
+    """
     canon = canonical_name(name)
     repo, _, tag = canon.rpartition(":")
-    if repo in ("ares/host", "host"):
-        config = ImageConfig(env={"PATH": DEFAULT_PATH})
-        return BaseImage(canon, f"host:{host_fingerprint()}", "host", config)
     if repo == "python":
-        return _python_base(canon, tag)
+        return _python_standin(canon, tag)
     if repo in ("debian", "ubuntu", "buildpack-deps"):
-        notes = []
-        if not (
-            repo == "debian" and (tag in ("latest", "stable", "12") or tag.startswith(("bookworm", "12")))
-        ):
-            notes.append(f"{canon} is approximated by Debian {DEBIAN_SUITE} (the only debootstrap base)")
-        config = ImageConfig(env={"PATH": DEFAULT_PATH})
-        return BaseImage(canon, f"debian:{DEBIAN_SUITE}", "debian", config, notes=tuple(notes))
-    raise UnsupportedBaseError(
-        f"unsupported base image {name!r} for the local builder; supported: {SUPPORTED}"
-    )
+        base = resolve_standin(DEBIAN)
+        assert base is not None
+        exact = repo == "debian" and (tag in ("latest", "stable", "12") or tag.startswith(("bookworm", "12")))
+        how = f"Debian {DEBIAN_SUITE}" if exact else f"Debian {DEBIAN_SUITE}, approximating {canon}"
+        return base, how
+    raise UnsupportedBaseError(f"no stand-in can serve {canon} (stand-ins exist for {SUPPORTED})")
 
 
-def _python_base(canon: str, tag: str) -> BaseImage:
+def _python_standin(canon: str, tag: str) -> tuple[BaseImage, str]:
     host = host_python_version()
     match = re.fullmatch(r"(\d+(?:\.\d+)?)(?:\.\d+)?(?:-(slim|bookworm|slim-bookworm))?|latest|slim", tag)
     if match is None:
         raise UnsupportedBaseError(
-            f"unsupported base image {canon!r}: only Debian-flavoured tags (x.y, x.y-slim, x.y-bookworm) can "
-            f"be served from the host; supported: {SUPPORTED}"
+            f"no stand-in can serve {canon}: only Debian-flavoured tags (x.y, x.y-slim, x.y-bookworm) of "
+            "python can be served from the host's Python"
         )
     wanted = match.group(1)
     if host is None:
-        raise UnsupportedBaseError(f"{canon} needs the host's /usr/bin/python3, which does not exist")
-    notes = []
-    if wanted is None or wanted == "3":
-        notes.append(f"{canon} is served by the host's Python {host}")
-    elif not (host == wanted or host.startswith(wanted + ".")):
         raise UnsupportedBaseError(
-            f"{canon} needs Python {wanted} but the host's /usr/bin/python3 is {host}: the local builder "
-            f"serves python images from the host. Use FROM python:{'.'.join(host.split('.')[:2])}-slim, "
-            "or the docker backend for other versions"
+            f"{canon}: the stand-in {HOST_PYTHON} needs /usr/bin/python3, which does not exist"
         )
-    config = ImageConfig(env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", "PYTHON_VERSION": host})
-    key = f"python-host:{host_fingerprint()}"
-    return BaseImage(canon, key, "host", config, setup=(PYTHON_SHIM,), notes=tuple(notes))
+    if wanted not in (None, "3") and not (host == wanted or host.startswith(wanted + ".")):
+        raise UnsupportedBaseError(
+            f"no stand-in can serve {canon}: it needs Python {wanted} but the host's /usr/bin/python3 "
+            f"({HOST_PYTHON}) is {host}"
+        )
+    base = resolve_standin(HOST_PYTHON)
+    assert base is not None
+    return base, f"the host's Python {host}"
+
+
+def debian_root_ready(cache: ImageCache) -> bool:
+    """Whether the Debian stand-in exists already (else its first use debootstraps it)."""
+    return (cache.root / "bases" / f"debian-{DEBIAN_SUITE}" / "base.json").exists()
 
 
 def find_debootstrap() -> str | None:

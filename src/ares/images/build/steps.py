@@ -7,7 +7,7 @@ this package never imports a sandbox (the local sandbox implements it in ``sandb
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -57,6 +57,13 @@ class StepRunner(Protocol):
 
     async def run(self, command: BuildCommand) -> StepOutcome:
         """Run ``command``; on success write its diff to ``command.diff_dir``."""
+        ...
+
+    async def export(self, plan: RootfsPlan, paths: Sequence[str], scratch_dir: Path) -> bytes:
+        """A tar of ``paths`` in ``plan``'s merged root (relative to ``/``; shell globs allowed), member
+        names relative to ``/``, owners and modes as they are there; ImageBuildError if one is missing.
+
+        ``copying.export_command(paths)`` is the shell line that writes it (run as root, cwd ``/``)."""
         ...
 
     async def host_base(self) -> RootfsPlan:

@@ -1,0 +1,242 @@
+"""What ``FROM <name>`` starts from: a stand-in, an image tagged in the build cache, or a pulled image.
+
+Resolution order for a name that is not a stand-in's own (``ares/host``, ``ares/host-python``,
+``ares/debian:bookworm``) nor an earlier stage:
+
+1. an image built earlier and tagged with that name in the build cache;
+2. the image pulled from its registry (``ares.images.pull.pull_image``, layers kept once per diff_id);
+3. only if the pull failed because no registry could be reached *and* the user turned the fallback on,
+   the stand-in that matches the name (``standins.standin_for``), recorded as a ``Substitution``.
+
+The fallback is ``off`` unless ``ARES_IMAGE_FALLBACK`` (or the builder's ``fallback`` option) says:
+
+* ``standin``: pull first; on an unreachable registry, serve the name from a stand-in;
+* ``offline``: do not contact a registry for names a stand-in can serve (air-gapped machines, the
+  test suite); other names are still pulled.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from ares.errors import ImageBuildError
+from ares.images.build.standins import (
+    BaseImage,
+    UnsupportedBaseError,
+    base_plan,
+    canonical_name,
+    debian_base_key,
+    debian_root_ready,
+    resolve_standin,
+    standin_for,
+)
+from ares.images.build.steps import StepRunner
+from ares.images.cache import ImageCache
+from ares.images.config import ImageConfig
+from ares.images.errors import ImageError
+from ares.images.rootfs import RootfsPlan
+
+FALLBACK_ENV = "ARES_IMAGE_FALLBACK"
+FallbackMode = Literal["off", "standin", "offline"]
+FALLBACK_MODES: tuple[FallbackMode, ...] = ("off", "standin", "offline")
+
+
+class BaseUnavailableError(ImageBuildError):
+    """``FROM`` names an image that could be neither found, pulled nor (if allowed) stood in for."""
+
+
+def fallback_mode(option: str | None = None) -> FallbackMode:
+    """The builder option if given, else ``$ARES_IMAGE_FALLBACK``, else ``off``."""
+    value = (option if option is not None else os.environ.get(FALLBACK_ENV, "")).strip().lower() or "off"
+    if value in ("0", "no", "false", "none"):
+        value = "off"
+    for mode in FALLBACK_MODES:
+        if value == mode:
+            return mode
+    raise ImageBuildError(f"{FALLBACK_ENV}={value!r} is not one of {', '.join(FALLBACK_MODES)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Substitution:
+    """A named image that a stand-in served instead: what was asked for, what ran, and why."""
+
+    requested: str
+    served_by: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"requested": self.requested, "served_by": self.served_by, "reason": self.reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, str]) -> Substitution:
+        return cls(data["requested"], data["served_by"], data["reason"])
+
+    def describe(self) -> str:
+        return f"{self.requested} was served by the stand-in {self.served_by} ({self.reason})"
+
+
+class PulledImage(Protocol):
+    """What the builder needs of ``ares.images.pull.PulledImage``."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def manifest_digest(self) -> str: ...
+    @property
+    def config(self) -> ImageConfig: ...
+    @property
+    def plan(self) -> RootfsPlan: ...
+
+
+#: ``pull_image(name, *, cache=..., platform=..., listener=..., policy=...)``.
+Puller = Callable[..., Awaitable[PulledImage]]
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedBase:
+    """A base ready to build on. ``name`` is what the image record keeps to load it again: a stand-in
+    name, a digest-pinned reference, or a tag of the build cache."""
+
+    name: str
+    key: str
+    plan: RootfsPlan
+    config: ImageConfig
+    layers: tuple[str, ...] = ()
+    setup: tuple[str, ...] = ()
+    substitutions: tuple[Substitution, ...] = ()
+    note: str | None = None
+
+
+async def default_puller(name: str, **options: Any) -> PulledImage:
+    try:
+        from ares.images.pull import pull_image  # type: ignore[import-not-found, unused-ignore]
+    except ImportError as exc:  # the layer store has not landed in this checkout
+        raise ImageError(f"cannot pull {name}: this ARES has no image puller (ares.images.pull)") from exc
+    return await pull_image(name, **options)  # type: ignore[no-any-return, unused-ignore]
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether a pull failed for want of a reachable registry (connect, DNS, proxy, timeout)."""
+    import httpx
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, httpx.TransportError) and not isinstance(seen, httpx.ProtocolError):
+            return True
+        if isinstance(seen, ImportError):  # no puller at all: as good as no registry
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+class BaseResolver:
+    """Turns ``FROM`` names into ``ResolvedBase``s for one builder."""
+
+    def __init__(
+        self,
+        cache: ImageCache,
+        runner: StepRunner,
+        *,
+        puller: Puller,
+        fallback: FallbackMode,
+        load_tagged: Callable[[str], Awaitable[ResolvedBase | None]],
+        on_debootstrap: Callable[[], None] | None = None,
+    ) -> None:
+        self.cache = cache
+        self.runner = runner
+        self.puller = puller
+        self.fallback = fallback
+        self.load_tagged = load_tagged
+        self.on_debootstrap = on_debootstrap
+
+    async def resolve(
+        self, name: str, *, platform: str | None = None, log: list[str] | None = None
+    ) -> ResolvedBase:
+        """The base for ``FROM name`` (``log`` collects what happened, for the build log)."""
+        standin = resolve_standin(name)
+        if standin is not None:
+            return await self.from_standin(standin, log=log)
+        tagged = await self.load_tagged(name)
+        if tagged is not None:
+            return tagged
+        if canonical_name(name) == "scratch:latest":
+            return await self.scratch()
+        if self.fallback == "offline":
+            try:
+                standin, how = standin_for(name)
+            except UnsupportedBaseError:
+                pass
+            else:
+                why = f"{how}; {FALLBACK_ENV}=offline"
+                return await self.from_standin(standin, log=log, requested=name, reason=why)
+        try:
+            pulled = await self.puller(name, cache=self.cache, platform=platform, policy="missing")
+        except (ImageError, ImageBuildError) as exc:
+            if not unreachable(exc):
+                raise BaseUnavailableError(f"FROM {name}: {one_line(str(exc))}") from exc
+            if self.fallback == "off":
+                raise BaseUnavailableError(
+                    f"FROM {name}: cannot pull it, no registry is reachable ({one_line(str(exc), 200)}); "
+                    f"to build offline on a stand-in base set {FALLBACK_ENV}=standin "
+                    "(or `ares images build --fallback standin`)"
+                ) from exc
+            try:
+                standin, how = standin_for(name)
+            except UnsupportedBaseError as missing:
+                raise BaseUnavailableError(
+                    f"FROM {name}: cannot pull it, no registry is reachable, and {one_line(str(missing))}"
+                ) from exc
+            why = f"{how}; no registry reachable, {FALLBACK_ENV}={self.fallback}"
+            return await self.from_standin(standin, log=log, requested=name, reason=why)
+        pinned = pinned_name(name, pulled.manifest_digest)
+        key = _base_key("pulled", pulled.manifest_digest, platform or "")
+        if log is not None:
+            log.append(f"pulled {pinned}")
+        return ResolvedBase(pinned, key, pulled.plan, pulled.config)
+
+    async def from_standin(
+        self,
+        base: BaseImage,
+        *,
+        log: list[str] | None = None,
+        requested: str | None = None,
+        reason: str = "",
+    ) -> ResolvedBase:
+        if base.kind == "debian" and self.on_debootstrap is not None and not debian_root_ready(self.cache):
+            self.on_debootstrap()
+        base_key = base.key if base.kind == "host" else await debian_base_key(self.cache)
+        plan = await base_plan(base, self.cache, self.runner, log)
+        subs = (Substitution(canonical_name(requested), base.name, reason),) if requested else ()
+        note = subs[0].describe() if subs else None
+        return ResolvedBase(
+            base.name, _base_key("base", base_key), plan, base.config, (), base.setup, subs, note
+        )
+
+    async def scratch(self) -> ResolvedBase:
+        """``FROM scratch``: an empty root."""
+        root = self.cache.root / "bases" / "scratch" / "rootfs"
+        root.mkdir(parents=True, exist_ok=True)
+        from ares.images.rootfs import OverlayMount
+
+        plan = RootfsPlan((OverlayMount("/", (str(root),)),))
+        return ResolvedBase("scratch", _base_key("scratch"), plan, ImageConfig())
+
+
+def pinned_name(name: str, digest: str) -> str:
+    """``ubuntu:24.04`` + digest -> ``ubuntu:24.04@sha256:...`` (a digest already there is kept)."""
+    return name if "@" in name else f"{name}@{digest}"
+
+
+def _base_key(*parts: str) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
