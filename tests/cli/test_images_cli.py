@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ares.cli.main import app
@@ -31,7 +32,7 @@ def test_build_list_prune(tmp_path: Path) -> None:
 
     listing = runner.invoke(app, ["images", "list", "--cache-dir", str(cache)], env={"COLUMNS": "200"})
     assert listing.exit_code == 0
-    assert "demo:1" in listing.output and listing.output.count(f"python:{HOST_PY}") == 2
+    assert "demo:1" in listing.output and listing.output.count("ares/host-python") == 2
 
     # A layer no image references (e.g. left by a failed build) is pruned; used ones stay.
     orphan = cache / "layers" / ("0" * 64)
@@ -45,11 +46,18 @@ def test_build_list_prune(tmp_path: Path) -> None:
     assert ImageCache(cache).images() == [] and not any((cache / "layers").iterdir())
 
 
-def test_build_errors_are_one_line(tmp_path: Path) -> None:
+def test_build_errors_are_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     result = runner.invoke(app, ["images", "build", str(tmp_path)])
     assert result.exit_code == 2 and "no Dockerfile" in result.output
-    (tmp_path / "Dockerfile").write_text("FROM alpine:3\n")
-    result = runner.invoke(app, ["images", "build", str(tmp_path), "--cache-dir", str(tmp_path / "c")])
-    assert result.exit_code == 2 and "unsupported base image 'alpine:3'" in result.output
+    (tmp_path / "Dockerfile").write_text("FROM ubuntu:24.04\n")
+    for name in ("HTTPS_PROXY", "https_proxy"):  # no registry is reachable
+        monkeypatch.setenv(name, "http://127.0.0.1:9")
+    cache = ["--cache-dir", str(tmp_path / "c")]
+    result = runner.invoke(app, ["images", "build", str(tmp_path), "--fallback", "off", *cache])
+    assert (
+        result.exit_code == 2
+        and "FROM ubuntu:24.04: cannot pull it, no registry is reachable" in result.output
+    )
+    assert "ARES_IMAGE_FALLBACK=standin" in result.output
     result = runner.invoke(app, ["images", "build", str(tmp_path), "--build-arg", "nonsense"])
     assert result.exit_code == 2 and "KEY=VALUE" in result.output

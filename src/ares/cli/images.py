@@ -57,6 +57,18 @@ def build(
         list[str] | None, typer.Option("--build-arg", help="KEY=VALUE (repeatable).")
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only print the summary.")] = False,
+    target: Annotated[
+        str | None,
+        typer.Option("--target", help="Build up to this stage (name or index); default: the last."),
+    ] = None,
+    fallback: Annotated[
+        str | None,
+        typer.Option(
+            "--fallback",
+            help="off | standin (a stand-in base when no registry is reachable) | offline (stand-ins without "
+            "asking a registry). Default: $ARES_IMAGE_FALLBACK, else off.",
+        ),
+    ] = None,
     cache_dir: CacheOption = None,
 ) -> None:
     """Build images into the cache; unchanged steps come from the cache."""
@@ -70,12 +82,13 @@ def build(
         contexts = dockerfile_dirs(path)
     except AresError as exc:
         raise _fail(str(exc)) from None
-    builder = local_builder(
-        ImageCache(cache_dir),
-        on_log=None if quiet else lambda line: console.print(line, highlight=False, markup=False),
-    )
     try:
-        images = asyncio.run(_build_all(builder, contexts, args, tuple(tag or ())))
+        builder = local_builder(
+            ImageCache(cache_dir),
+            on_log=None if quiet else lambda line: console.print(line, highlight=False, markup=False),
+            fallback=fallback,
+        )
+        images = asyncio.run(_build_all(builder, contexts, args, tuple(tag or ()), target))
     except AresError as exc:
         raise _fail(str(exc)) from None
     for context, (image, seconds) in zip(contexts, images, strict=True):
@@ -86,15 +99,21 @@ def build(
             highlight=False,
             soft_wrap=True,
         )
+        for sub in image.substitutions:
+            console.print(f"[yellow]note[/] {escape(sub.describe())}", highlight=False, soft_wrap=True)
 
 
 async def _build_all(
-    builder: ImageBuilder, contexts: list[Path], args: dict[str, str], tags: tuple[str, ...]
+    builder: ImageBuilder,
+    contexts: list[Path],
+    args: dict[str, str],
+    tags: tuple[str, ...],
+    target: str | None = None,
 ) -> list[tuple[LocalImage, float]]:
     results = []
     for context in contexts:
         started = time.monotonic()
-        image = await builder.build(context, build_args=args, tags=tags)
+        image = await builder.build(context, build_args=args, tags=tags, target=target)
         results.append((image, time.monotonic() - started))
     return results
 

@@ -110,12 +110,25 @@ class ResolvedBase:
     note: str | None = None
 
 
-async def default_puller(name: str, **options: Any) -> PulledImage:
+async def default_puller(name: str, *, platform: str | None = None, **options: Any) -> PulledImage:
+    """``ares.images.pull.pull_image``, with ``platform`` given as ``os/arch[/variant]``."""
     try:
         from ares.images.pull import pull_image  # type: ignore[import-not-found, unused-ignore]
     except ImportError as exc:  # the layer store has not landed in this checkout
         raise ImageError(f"cannot pull {name}: this ARES has no image puller (ares.images.pull)") from exc
-    return await pull_image(name, **options)  # type: ignore[no-any-return, unused-ignore]
+    return await pull_image(name, platform=parse_platform(platform), **options)  # type: ignore[no-any-return, unused-ignore]
+
+
+def parse_platform(text: str | None) -> Any:
+    """``linux/arm64/v8`` -> ``registry.Platform`` (None stays None: the host's platform)."""
+    if not text:
+        return None
+    from ares.images.registry import Platform
+
+    parts = text.strip().split("/")
+    if len(parts) not in (2, 3) or not all(parts):
+        raise ImageBuildError(f"--platform={text!r}: expected os/arch[/variant], e.g. linux/amd64")
+    return Platform(parts[0], parts[1], parts[2] if len(parts) == 3 else None)
 
 
 def unreachable(exc: BaseException) -> bool:
@@ -196,7 +209,7 @@ class BaseResolver:
                 ) from exc
             why = f"{how}; no registry reachable, {FALLBACK_ENV}={self.fallback}"
             return await self.from_standin(standin, log=log, requested=name, reason=why)
-        pinned = pinned_name(name, pulled.manifest_digest)
+        pinned = getattr(pulled, "reference", None) or pinned_name(name, pulled.manifest_digest)
         key = _base_key("pulled", pulled.manifest_digest, platform or "")
         if log is not None:
             log.append(f"pulled {pinned}")
