@@ -103,6 +103,12 @@ def build(
             console.print(f"[yellow]note[/] {escape(sub.describe())}", highlight=False, soft_wrap=True)
 
 
+def _base_text(base: str, substitutions: tuple[dict[str, str], ...]) -> str:
+    """``ares/host-python (stand-in for python:3.11-slim)`` when a stand-in served a named image."""
+    asked = ", ".join(s["requested"] for s in substitutions)
+    return f"{base} (stand-in for {asked})" if asked else base
+
+
 async def _build_all(
     builder: ImageBuilder,
     contexts: list[Path],
@@ -135,7 +141,7 @@ def list_images(cache_dir: CacheOption = None) -> None:
         size = sum(layer.size_bytes for layer in layers if layer is not None)
         rows.append((built.last_used, (
             ", ".join(built.tags) or "-", built.key[:12], "built", str(len(built.layers)), _mb(size), "-",
-            _when(built.last_used), built.base,
+            _when(built.last_used), _base_text(built.base, built.substitutions),
         )))  # fmt: skip
     for _, row in sorted(rows, key=lambda r: r[0], reverse=True):
         table.add_row(*row)
