@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,9 @@ from _common import machine_info, start_exec_figures
 from ares.sandbox.base import ImageSpec, SandboxSpec
 from ares.sandbox.local import LocalSandbox
 
+#: The task's FROM python:3.11-slim is served by the host-python stand-in on the local backend
+#: (offline; set ARES_IMAGE_FALLBACK=off to pull the real image).
+os.environ.setdefault("ARES_IMAGE_FALLBACK", "offline")
 TASK_ENV = Path(__file__).parents[1] / "tests" / "fixtures" / "harbor" / "pytest-app" / "environment"
 TASK_SPEC = SandboxSpec(image=ImageSpec(dockerfile_dir=TASK_ENV), workdir="/app")
 
