@@ -29,8 +29,7 @@ def local_builder(
     build_env: Mapping[str, str] | None = None,
     **options: Any,
 ) -> ImageBuilder:
-    """An image builder whose RUN/COPY steps run in local sandboxes (``options``: ``ImageBuilder``'s,
-    e.g. ``fallback="standin"``, ``step_timeout_s``)."""
+    """An image builder whose RUN/COPY steps run in local sandboxes."""
     return ImageBuilder(
         cache, runner=LocalStepRunner(), on_log=on_log, on_event=on_event, build_env=build_env, **options
     )
