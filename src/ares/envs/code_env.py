@@ -36,7 +36,7 @@ from ares.errors import (
 from ares.llm.interceptor import AgentFinished, InterceptedLLMClient, LLMClient
 from ares.llm.tokens import TokenExactClient, TokenRenderer
 from ares.llm.types import LLMRequest, LLMResponse
-from ares.sandbox.base import Sandbox, SandboxFactory
+from ares.sandbox.base import Sandbox, SandboxFactory, image_identity
 from ares.sandbox.capabilities import (
     Capability,
     SnapshotRestoringFactory,
@@ -370,6 +370,9 @@ class CodeEnvironment:
             sandbox = await snapshot_sandbox(self._sandbox_factory, resume, task)
         self._sandbox = sandbox
         await sandbox.start()
+        identity = image_identity(sandbox)
+        if self.episode is not None and identity is not None:
+            self.episode.image = identity.to_dict()
         if task.workspace and resume is None:
             await sandbox.upload(task.workspace, task.workdir)
         client = InterceptedLLMClient()

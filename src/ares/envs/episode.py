@@ -77,6 +77,9 @@ class Episode:
     #: For an episode restored or forked from a snapshot: the episode it branched from, at which step.
     parent_episode_id: str | None = None
     branch_step: int | None = None
+    #: Which image the episode's sandbox really ran (``ImageIdentity.to_dict()``): what the task named,
+    #: where it came from, its digest, and the stand-in that served it if the offline fallback did.
+    image: dict[str, str | None] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
     def count_policy(self, latency_s: float, usage: Any, cost: float | None) -> None:
@@ -123,6 +126,7 @@ class Episode:
             "cost_usd": self.cost_usd,
             "parent_episode_id": self.parent_episode_id,
             "branch_step": self.branch_step,
+            "image": self.image,
             "verifier_stdout": self.verifier_stdout,
             "verifier_stderr": self.verifier_stderr,
             "verifier_mode": self.verifier_mode,

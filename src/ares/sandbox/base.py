@@ -8,6 +8,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
+from ares.images.identity import ImageIdentity
+
 #: Files given by content: relative path -> bytes (or text, written as UTF-8).
 FileMap = Mapping[str, bytes | str]
 
@@ -157,3 +159,12 @@ class SandboxFactory(Protocol):
     """Creates (not starts) a sandbox for a spec."""
 
     def __call__(self, spec: SandboxSpec) -> Sandbox: ...
+
+
+def image_identity(sandbox: object) -> ImageIdentity | None:
+    """Which image ``sandbox`` reports running: backends set ``image_identity`` when they start; a
+    sandbox that reports nothing (a user's own double) gives None. Anything else is an error."""
+    value = getattr(sandbox, "image_identity", None)
+    if value is not None and not isinstance(value, ImageIdentity):
+        raise TypeError(f"{type(sandbox).__name__}.image_identity must be an ImageIdentity, got {value!r}")
+    return value

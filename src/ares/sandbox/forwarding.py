@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, TypeVar, cast
 
-from ares.sandbox.base import BindMount, ExecResult, FileMap, Sandbox, SandboxSpec
+from ares.images.identity import ImageIdentity
+from ares.sandbox.base import BindMount, ExecResult, FileMap, Sandbox, SandboxSpec, image_identity
 from ares.sandbox.capabilities import (
     NONE,
     BoundFork,
@@ -57,6 +58,11 @@ class ForwardingSandbox(StartStopContext, traced=()):
     @property
     def spec(self) -> SandboxSpec:
         return self.target().spec
+
+    @property
+    def image_identity(self) -> ImageIdentity | None:  # type: ignore[override]
+        present = self._present()
+        return None if present is None else image_identity(present)
 
     @property
     def capabilities(self) -> frozenset[Capability]:  # type: ignore[override]

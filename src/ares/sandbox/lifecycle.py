@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 from ares import tracing
+from ares.images.identity import ImageIdentity
 from ares.sandbox.base import ExecResult
 from ares.sandbox.capabilities import check_declaration
 
@@ -32,6 +33,8 @@ class StartStopContext:
     #: What this backend can do beyond the protocol (a frozenset of ``Capability``): declared, and
     #: checked against the class's own methods when the class is made.
     capabilities: frozenset[Any] = frozenset()
+    #: Which image this sandbox really runs, once started (None: not known yet, or not reported).
+    image_identity: ImageIdentity | None = None
 
     def __init_subclass__(cls, traced: Collection[str] = tuple(TRACED_OPS), **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

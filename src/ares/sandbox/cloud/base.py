@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from ares.errors import SandboxCrashedError, SandboxError
+from ares.images.identity import ImageIdentity
 from ares.sandbox.base import ExecResult, FileMap, SandboxSpec
 from ares.sandbox.capabilities import Capability, CapabilityError
 from ares.sandbox.cloud.outputs import CloudFork, fork_with_outputs
@@ -100,6 +101,7 @@ class CloudSandbox(StartStopContext, ABC):
         try:
             await self._create()
             self._running = True
+            self.image_identity = ImageIdentity(self.spec.image.name, "cloud")
             workdir = shlex.quote(self.spec.workdir)
             result = await self.exec(f"mkdir -p -- {workdir}", cwd="/")
             if not result.ok:

@@ -33,7 +33,8 @@ import docker.errors
 import requests.exceptions
 
 from ares.errors import SandboxCrashedError, SandboxError
-from ares.sandbox.base import DiffSummary, ExecResult, FileMap, SandboxSpec
+from ares.images.identity import ImageIdentity
+from ares.sandbox.base import DiffSummary, ExecResult, FileMap, ImageSpec, SandboxSpec
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.docker import janitor, loopback
 from ares.sandbox.docker.client import api_message, run_blocking
@@ -170,6 +171,7 @@ class DockerSandbox(StartStopContext):
         if self._base is not None:
             await self._check_snapshot_image()
         image = self._image or await self._engine.resolve(self.spec.image)
+        self.image_identity = engine_identity(self.spec.image, image)
         self._started_from = self._base or image
         attempt = _Attempt()
         try:
@@ -637,3 +639,9 @@ class _Attempt:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.abandoned = False
+
+
+def engine_identity(spec: ImageSpec, image: str) -> ImageIdentity:
+    """A docker sandbox's image: the engine's image (built from the task's Dockerfile, or named)."""
+    requested = spec.name or (str(spec.dockerfile_dir) if spec.dockerfile_dir is not None else None)
+    return ImageIdentity(requested, "build" if spec.dockerfile_dir is not None else "engine", image)

@@ -5,6 +5,7 @@ the builder runs its steps in local sandboxes, so the sandbox modules do not imp
 """
 
 from ares.images.config import ImageConfig
+from ares.images.identity import ImageIdentity
 from ares.images.rootfs import OverlayMount, RootfsPlan
 from ares.sandbox.base import ImageSpec
 from ares.sandbox.local import image_hook
@@ -13,11 +14,11 @@ from ares.sandbox.local.sandbox import LocalSandbox
 __all__ = ["LocalSandbox", "OverlayMount", "RootfsPlan"]
 
 
-async def _build(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
-    from ares.sandbox.local.images import resolve_local_image  # builder code only when needed
+async def _build(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig, ImageIdentity]:
+    from ares.sandbox.local.images import identity_of, resolve_local_image  # builder code when needed
 
     built = await resolve_local_image(image)
-    return built.plan, built.config
+    return built.plan, built.config, identity_of(image, built)
 
 
 image_hook.install(_build)

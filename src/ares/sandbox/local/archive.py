@@ -413,7 +413,7 @@ def _layer_path(path: str, mounts: Sequence[OverlayMount], *, whole_mount_ok: bo
 
 
 async def import_snapshot(path: Path, spec: SandboxSpec) -> FilesystemSnapshot:
-    plan, _ = await resolve_image(spec.image)
+    plan, _, _ = await resolve_image(spec.image)
     resources = limits.with_defaults(spec.resources, limits.DEFAULT_RESOURCES)
     byte_limit = None if resources.storage_mb is None else resources.storage_mb * (1 << 20)
     return await asyncio.to_thread(import_archive, Path(path), plan, byte_limit)

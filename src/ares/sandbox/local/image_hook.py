@@ -12,11 +12,13 @@ from collections.abc import Awaitable, Callable
 
 from ares.errors import SandboxError
 from ares.images.config import ImageConfig
+from ares.images.identity import ImageIdentity
 from ares.images.rootfs import RootfsPlan
 from ares.sandbox.base import ImageSpec
 
-#: Builds (or fetches) an image: its mount plan and its config defaults.
-ImageResolver = Callable[[ImageSpec], Awaitable[tuple[RootfsPlan, ImageConfig]]]
+#: Builds (or fetches) an image: its mount plan, its config defaults and what it really is.
+Resolved = tuple[RootfsPlan, ImageConfig, ImageIdentity]
+ImageResolver = Callable[[ImageSpec], Awaitable[Resolved]]
 
 _resolver: ImageResolver | None = None
 
@@ -27,8 +29,8 @@ def install(resolver: ImageResolver) -> None:
     _resolver = resolver
 
 
-async def build_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
-    """The mount plan and defaults of ``image`` (a Dockerfile dir or a name), from the installed builder."""
+async def build_image(image: ImageSpec) -> Resolved:
+    """Plan, defaults and identity of ``image`` (a Dockerfile dir or a name), from the installed builder."""
     if _resolver is None:
         raise SandboxError("no image builder is installed; import ares.sandbox.local to install it")
     return await _resolver(image)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ares.images.build.builder import ImageBuilder, LocalImage
 from ares.images.cache import ImageCache
+from ares.images.identity import ImageIdentity
 from ares.images.progress import BuildListener
 from ares.sandbox.base import ImageSpec, SandboxSpec
 from ares.sandbox.local.build_steps import LocalStepRunner
@@ -53,6 +54,21 @@ def set_default_builder(builder: ImageBuilder | None) -> None:
     global _builder
     _builder = builder
     _resolved.clear()
+
+
+def identity_of(spec: ImageSpec, image: LocalImage) -> ImageIdentity:
+    """What ``spec`` turned into: a Dockerfile build (keyed by its build key), or a named image,
+    pulled (its manifest digest, from the pinned base the builder records) or served by a stand-in."""
+    served_by = image.served_by
+    if spec.dockerfile_dir is not None:
+        requested = spec.name or str(spec.dockerfile_dir)
+        return ImageIdentity(requested, "build", image.key, image.base, served_by)
+    assert spec.name is not None
+    _, _, digest = image.base.partition("@")
+    if served_by is not None or not digest:
+        return ImageIdentity(spec.name, "build", image.key, image.base, served_by)
+    source = next((t for t in ("oci", "docker-archive") if image.base.startswith(f"{t}:")), "registry")
+    return ImageIdentity(spec.name, source, digest, image.base)
 
 
 async def resolve_local_image(image: ImageSpec) -> LocalImage:

@@ -188,7 +188,7 @@ class LocalSandbox(StartStopContext):
         self._state.starting()
         resolved = None
         if self._stack.plan is None:
-            resolved, self._image_config = await resolve_image(self.spec.image)
+            resolved, self._image_config, self.image_identity = await resolve_image(self.spec.image)
         self._stack.pin(resolved)
         program = await self._seccomp_program()
         resources = limits.with_defaults(self.spec.resources, self._default_resources)

@@ -13,16 +13,19 @@ from pathlib import Path
 
 from ares.errors import SandboxError
 from ares.images.config import ImageConfig
+from ares.images.identity import ImageIdentity
 from ares.images.rootfs import RootfsPlan
 from ares.sandbox.base import ImageSpec
 from ares.sandbox.local import image_hook, workspace
 from ares.sandbox.snapshots import FilesystemSnapshot
 
+HOST_IMAGE = ImageIdentity(requested=None, source="host")
 
-async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig]:
-    """The mount plan and defaults for ``image``: the host base, or a built (cached) image."""
+
+async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig, ImageIdentity]:
+    """The mount plan, defaults and identity of ``image``: the host base, or a built or pulled image."""
     if image.name is None and image.dockerfile_dir is None:
-        return await workspace.host_base_plan_async(), ImageConfig()
+        return await workspace.host_base_plan_async(), ImageConfig(), HOST_IMAGE
     return await image_hook.build_image(image)  # the builder, installed by the package
 
 

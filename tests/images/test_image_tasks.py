@@ -1,0 +1,128 @@
+"""A Harbor task that names a prebuilt image and ships no Dockerfile, run as a user would with `ares run`.
+
+The image (Debian bookworm with python3, from podman's storage) is pushed to a registry on loopback.
+The embedded sandbox pulls it without a daemon, as root and as an unprivileged user; the docker
+backend runs the same task dir from the engine's copy. Oracle scores 1 and null 0 everywhere, and
+the episode record names the image that really ran (its manifest digest, where it came from).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from oci_registry_kit import Registry
+
+from nobody_python import SKIP_REASON, can_drop, nobody_python
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+FIX_BUG = Path(__file__).resolve().parents[1] / "fixtures" / "harbor" / "fix-bug"
+DEBIAN = "localhost/ares-debian:bookworm"
+NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+@pytest.fixture(scope="module")
+def debian_ref(registry: Registry) -> str:
+    """The Debian image pushed to the loopback registry (skipped when podman or the image is absent)."""
+    if shutil.which("podman") is None:
+        pytest.skip(f"needs podman (apt-get install podman) to push {DEBIAN}")
+    if subprocess.run(["podman", "image", "exists", DEBIAN], check=False).returncode:
+        pytest.skip(f"needs {DEBIAN} in podman's storage (scripts/podman-engine.sh image makes it)")
+    ref = f"{registry.host}/ares/debian-task:bookworm"
+    subprocess.run(
+        ["podman", "push", "--quiet", "--tls-verify=false", DEBIAN, f"docker://{ref}"],
+        check=True,
+        timeout=300,
+    )
+    return ref
+
+
+def task_dir(root: Path, image: str) -> Path:
+    """fix-bug with `docker_image` set in its [environment] (it has no Dockerfile)."""
+    task = root / "fix-bug-image"
+    shutil.copytree(FIX_BUG, task)
+    toml = (task / "task.toml").read_text()
+    (task / "task.toml").write_text(
+        toml.replace("[environment]\n", f'[environment]\ndocker_image = "{image}"\n')
+    )
+    assert not (task / "environment").exists()
+    return task
+
+
+def run(argv: list[str], env: dict[str, str], out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    result = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    (episode,) = [json.loads(p.read_text()) for p in (out / "episodes").glob("*.json")]
+    return summary, episode
+
+
+def ares_run(task: Path, sandbox: str, policy: str, out: Path) -> list[str]:
+    command = ["-m", "ares.cli.main", "run", "harbor", "--path", str(task), "--sandbox", sandbox]
+    return [*command, "-p", policy, "--out", str(out)]
+
+
+@pytest.mark.parametrize(("policy", "reward"), [("oracle", 1.0), ("null", 0.0)])
+def test_local_backend_pulls_the_named_image_and_scores(
+    debian_ref: str, registry: Registry, tmp_path: Path, policy: str, reward: float
+) -> None:
+    env = {**os.environ, "ARES_CACHE_DIR": str(tmp_path / "cache"), "ARES_INSECURE_REGISTRIES": registry.host}
+    env.pop("ARES_IMAGE_FALLBACK", None)  # a stand-in must never serve a named image
+    out = tmp_path / "out"
+    summary, episode = run(
+        [sys.executable, *ares_run(task_dir(tmp_path, debian_ref), "local", policy, out)], env, out
+    )
+    assert summary["statuses"] == {"finished": 1} and summary["mean_reward"] == reward
+    image = episode["image"]
+    assert image["requested"] == debian_ref and image["source"] == "registry"
+    assert image["digest"].startswith("sha256:") and image["served_by"] is None
+
+
+@pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
+@pytest.mark.parametrize(("policy", "reward"), [("oracle", 1.0), ("null", 0.0)])
+def test_local_backend_unprivileged_pulls_and_scores(
+    debian_ref: str, registry: Registry, request: pytest.FixtureRequest, policy: str, reward: float
+) -> None:
+    python = nobody_python() or pytest.skip(SKIP_REASON)
+    root = Path(tempfile.mkdtemp(prefix="ares-nobody-task-"))  # pytest's tmp dirs are root's (0700)
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    os.chmod(root, 0o755)
+    task = task_dir(root, debian_ref)
+    home, out = root / "home", root / "out"
+    for made in (home, out):
+        made.mkdir()
+        os.chown(made, 65534, 65534)
+    site = sysconfig.get_paths()["purelib"]
+    env = {
+        "PATH": "/usr/bin:/bin", "HOME": str(home), "PYTHONPATH": f"{SRC}:{site}",
+        "ARES_INSECURE_REGISTRIES": registry.host, "TMPDIR": str(home),
+    }  # fmt: skip
+    summary, episode = run([*NOBODY, python, *ares_run(task, "local", policy, out)], env, out)
+    assert summary["statuses"] == {"finished": 1} and summary["mean_reward"] == reward
+    assert episode["image"]["source"] == "registry"
+
+
+@pytest.mark.parametrize(("policy", "reward"), [("oracle", 1.0), ("null", 0.0)])
+def test_docker_backend_runs_the_same_task_dir(
+    debian_ref: str, registry: Registry, tmp_path: Path, policy: str, reward: float
+) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox" / "docker"))
+    from docker_engine_kit import ensure_engine
+
+    engine = ensure_engine()
+    subprocess.run(["podman", "pull", "--quiet", "--tls-verify=false", debian_ref], check=True, timeout=300)
+    env = {**os.environ, "DOCKER_HOST": engine.base_url}
+    out = tmp_path / "out"
+    summary, episode = run(
+        [sys.executable, *ares_run(task_dir(tmp_path, debian_ref), "docker", policy, out)], env, out
+    )
+    assert summary["statuses"] == {"finished": 1} and summary["mean_reward"] == reward
+    assert episode["image"]["requested"] == debian_ref
