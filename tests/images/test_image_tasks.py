@@ -45,11 +45,29 @@ def debian_ref(registry: Registry) -> str:
     return ref
 
 
-def task_dir(root: Path, image: str) -> Path:
-    """fix-bug with `docker_image` set in its [environment] (it has no Dockerfile)."""
+@pytest.fixture(scope="module")
+def app_image_ref(debian_ref: str, registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Debian with WORKDIR /app, an ENV and a LABEL in its config, built by podman and pushed."""
+    context = tmp_path_factory.mktemp("app-image")
+    (context / "Containerfile").write_text(
+        f"FROM {DEBIAN}\nWORKDIR /app\nENV ARES_IMAGE_MARK=from-the-image\nLABEL org.example.kind=task\n"
+    )
+    local = "localhost/ares-test-app:1"
+    subprocess.run(["podman", "build", "-q", "--isolation=chroot", "-t", local, str(context)], check=True)
+    ref = f"{registry.host}/ares/debian-app:1"
+    push = ["podman", "push", "--quiet", "--tls-verify=false", local, f"docker://{ref}"]
+    subprocess.run(push, check=True, timeout=300)
+    return ref
+
+
+def task_dir(root: Path, image: str, *, workdir: bool = True) -> Path:
+    """fix-bug with `docker_image` set in its [environment] (it has no Dockerfile); without its
+    `workdir` line the task runs in the image's own working dir."""
     task = root / "fix-bug-image"
     shutil.copytree(FIX_BUG, task)
     toml = (task / "task.toml").read_text()
+    if not workdir:
+        toml = toml.replace('workdir = "/app"\n', "")
     (task / "task.toml").write_text(
         toml.replace("[environment]\n", f'[environment]\ndocker_image = "{image}"\n')
     )
@@ -126,3 +144,51 @@ def test_docker_backend_runs_the_same_task_dir(
     )
     assert summary["statuses"] == {"finished": 1} and summary["mean_reward"] == reward
     assert episode["image"]["requested"] == debian_ref
+
+
+@pytest.mark.parametrize("sandbox", ["local", "docker"])
+def test_the_image_working_dir_env_and_labels_are_honoured(
+    app_image_ref: str, registry: Registry, tmp_path: Path, sandbox: str
+) -> None:
+    """No `workdir` in task.toml: the task runs where the image's WorkingDir says (/app), with its Env."""
+    env = {**os.environ, "ARES_CACHE_DIR": str(tmp_path / "cache"), "ARES_INSECURE_REGISTRIES": registry.host}
+    if sandbox == "docker":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox" / "docker"))
+        from docker_engine_kit import ensure_engine
+
+        env["DOCKER_HOST"] = ensure_engine().base_url
+        subprocess.run(["podman", "pull", "--quiet", "--tls-verify=false", app_image_ref], check=True)
+    task = task_dir(tmp_path, app_image_ref, workdir=False)
+    (task / "solution" / "solve.sh").write_text(
+        (task / "solution" / "solve.sh").read_text()
+        + '[ "$ARES_IMAGE_MARK" = from-the-image ] || rm stats.py\n'
+    )
+    out = tmp_path / "out"
+    summary, _ = run([sys.executable, *ares_run(task, sandbox, "oracle", out)], env, out)
+    assert summary["statuses"] == {"finished": 1} and summary["mean_reward"] == 1.0
+
+
+async def test_a_sandbox_of_a_pulled_image_starts_in_its_config(
+    app_image_ref: str, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ares.sandbox.base import IMAGE_WORKDIR, ImageSpec, SandboxSpec
+    from ares.sandbox.local import LocalSandbox
+    from ares.sandbox.local.images import set_default_builder
+
+    monkeypatch.setenv("ARES_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("ARES_INSECURE_REGISTRIES", registry.host)
+    monkeypatch.delenv("ARES_IMAGE_FALLBACK", raising=False)
+    set_default_builder(None)
+    try:
+        async with LocalSandbox(
+            SandboxSpec(image=ImageSpec(name=app_image_ref), workdir=IMAGE_WORKDIR)
+        ) as box:
+            result = await box.exec('pwd; echo "$ARES_IMAGE_MARK"; id -u')
+            assert result.stdout.split() == ["/app", "from-the-image", "0"]
+            assert box.spec.workdir == "/app"
+            identity = box.image_identity
+            assert (
+                identity is not None and identity.source == "registry" and identity.requested == app_image_ref
+            )
+    finally:
+        set_default_builder(None)

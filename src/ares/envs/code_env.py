@@ -9,6 +9,7 @@ next request, or the verifier's reward once the agent is done. Sandbox lifecycle
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import random
 import secrets
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ from ares.errors import (
 from ares.llm.interceptor import AgentFinished, InterceptedLLMClient, LLMClient
 from ares.llm.tokens import TokenExactClient, TokenRenderer
 from ares.llm.types import LLMRequest, LLMResponse
-from ares.sandbox.base import Sandbox, SandboxFactory, image_identity
+from ares.sandbox.base import IMAGE_WORKDIR, Sandbox, SandboxFactory, image_identity
 from ares.sandbox.capabilities import (
     Capability,
     SnapshotRestoringFactory,
@@ -370,6 +371,8 @@ class CodeEnvironment:
             sandbox = await snapshot_sandbox(self._sandbox_factory, resume, task)
         self._sandbox = sandbox
         await sandbox.start()
+        if task.workdir == IMAGE_WORKDIR:  # the image's working dir, as the backend resolved it
+            task = self.task = dataclasses.replace(task, workdir=sandbox.spec.workdir)
         identity = image_identity(sandbox)
         if self.episode is not None and identity is not None:
             self.episode.image = identity.to_dict()

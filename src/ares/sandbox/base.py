@@ -98,9 +98,14 @@ class BindMount:
     read_only: bool = True
 
 
+#: A ``SandboxSpec.workdir`` (and ``Task.workdir``) meaning "the image's own working dir": its
+#: WORKDIR / config WorkingDir, else ``/``. Backends replace it with the real path when they start.
+IMAGE_WORKDIR = ""
+
+
 @dataclass(frozen=True, slots=True)
 class SandboxSpec:
-    """Everything a backend needs to start a sandbox for one episode."""
+    """Everything a backend needs to start a sandbox for one episode (``workdir``: see IMAGE_WORKDIR)."""
 
     image: ImageSpec = field(default_factory=ImageSpec)
     resources: Resources = field(default_factory=Resources)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ares.errors import TaskError, TaskNotFoundError
-from ares.sandbox.base import ImageSpec, Resources, SeccompPolicy
+from ares.sandbox.base import IMAGE_WORKDIR, ImageSpec, Resources, SeccompPolicy
 from ares.tasks.model import VERIFIER_MODES, Task, VerifierMode
 
 _DEFAULTS = Task(id="defaults", instruction="", tests={})
@@ -335,9 +335,14 @@ def _solution_file(top: _Section) -> str | None:
 
 
 def _workdir(root: Path, env: _Section) -> str:
+    """``workdir`` from task.toml, else the Dockerfile's WORKDIR, else (a prebuilt ``docker_image``
+    and no Dockerfile) the image's own working dir, resolved when the sandbox starts."""
     workdir = env.string("workdir")
     if workdir is None:
-        return _dockerfile_workdir(root / "environment" / "Dockerfile") or _DEFAULTS.workdir
+        dockerfile = root / "environment" / "Dockerfile"
+        if env.string("docker_image") and not dockerfile.is_file():
+            return IMAGE_WORKDIR
+        return _dockerfile_workdir(dockerfile) or _DEFAULTS.workdir
     if not workdir.startswith("/"):
         raise env.error(
             "workdir", f"must be an absolute path, got {workdir!r}", 'write e.g. workdir = "/app"'

@@ -19,13 +19,13 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
 from ares.errors import SandboxCrashedError, SandboxError
 from ares.images.identity import ImageIdentity
-from ares.sandbox.base import ExecResult, FileMap, SandboxSpec
+from ares.sandbox.base import IMAGE_WORKDIR, ExecResult, FileMap, SandboxSpec
 from ares.sandbox.capabilities import Capability, CapabilityError
 from ares.sandbox.cloud.outputs import CloudFork, fork_with_outputs
 from ares.sandbox.files import extract_tar, tar_files
@@ -99,6 +99,8 @@ class CloudSandbox(StartStopContext, ABC):
         if self._running:
             raise SandboxError("the sandbox is already running")
         try:
+            if self.spec.workdir == IMAGE_WORKDIR:  # remote images do not say theirs: the root
+                self.spec = replace(self.spec, workdir="/")
             await self._create()
             self._running = True
             self.image_identity = ImageIdentity(self.spec.image.name, "cloud")

@@ -34,7 +34,7 @@ import requests.exceptions
 
 from ares.errors import SandboxCrashedError, SandboxError
 from ares.images.identity import ImageIdentity
-from ares.sandbox.base import DiffSummary, ExecResult, FileMap, ImageSpec, SandboxSpec
+from ares.sandbox.base import IMAGE_WORKDIR, DiffSummary, ExecResult, FileMap, ImageSpec, SandboxSpec
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.docker import janitor, loopback
 from ares.sandbox.docker.client import api_message, run_blocking
@@ -172,6 +172,10 @@ class DockerSandbox(StartStopContext):
             await self._check_snapshot_image()
         image = self._image or await self._engine.resolve(self.spec.image)
         self.image_identity = engine_identity(self.spec.image, image)
+        if self.spec.workdir == IMAGE_WORKDIR:  # the image's own working dir (its config's WorkingDir)
+            inspected = await run_blocking(self._client.api.inspect_image, image)
+            workdir = (inspected.get("Config") or {}).get("WorkingDir") or "/"
+            self.spec = replace(self.spec, workdir=workdir)
         self._started_from = self._base or image
         attempt = _Attempt()
         try:

@@ -32,6 +32,7 @@ from ares.images.config import ImageConfig
 from ares.images.rootfs import RootfsPlan
 from ares.sandbox import trusted_shell
 from ares.sandbox.base import (
+    IMAGE_WORKDIR,
     BindMount,
     DiffSummary,
     ExecResult,
@@ -189,6 +190,8 @@ class LocalSandbox(StartStopContext):
         resolved = None
         if self._stack.plan is None:
             resolved, self._image_config, self.image_identity = await resolve_image(self.spec.image)
+        if self.spec.workdir == IMAGE_WORKDIR:  # the image's own working dir, now that it is known
+            self.spec = replace(self.spec, workdir=self._image_config.workdir or "/")
         self._stack.pin(resolved)
         program = await self._seccomp_program()
         resources = limits.with_defaults(self.spec.resources, self._default_resources)
