@@ -22,13 +22,24 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import socket
 import struct
 import tarfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from ares.sandbox.docker.client import api_message, run_blocking
+
+log = logging.getLogger("ares.sandbox.docker.sandbox")  # the sandbox's log, where commands are
+#: What the SDK raises when the engine or the container is gone.
+API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 WRAPPER = r"""
 t=$1; d=/tmp/.ares-exec-$t
@@ -266,3 +277,32 @@ class ExecStream:
             for closer in (self._sock, self._owner):
                 with contextlib.suppress(OSError):
                     closer.close()  # type: ignore[attr-defined]
+
+
+def open_exec(
+    api: docker.APIClient, container: str, argv: list[str], env: Mapping[str, str] | None
+) -> tuple[ExecStream, str]:
+    """Start ``argv`` in ``container`` (the exec's stream and id). Blocking."""
+    # The wrapper changes to the command's directory itself; starting in / keeps commands working
+    # when the agent removed the container's working dir.
+    created = api.exec_create(
+        container, argv, stdout=True, stderr=True, environment=dict(env or {}), workdir="/"
+    )
+    return ExecStream(api.exec_start(created["Id"], socket=True)), created["Id"]
+
+
+async def sweep(
+    api: docker.APIClient, container: str, token: str, trusted: Sequence[str] | None, timeout_s: float
+) -> None:
+    """Kill every process still carrying a command's ``token``; ``trusted`` is a trusted shell's argv
+    (the sweep then runs on it: nothing of the container runs). Best effort: failures are logged."""
+    try:
+        argv = sweep_argv(token) if trusted is None else trusted_sweep_argv(trusted, token)
+        stream, _ = await run_blocking(open_exec, api, container, argv, None)
+        try:
+            await run_blocking(stream.read_until, time.monotonic() + timeout_s)
+        finally:
+            stream.abort()
+            stream.close()
+    except API_ERRORS as exc:
+        log.warning("could not sweep the processes of a timed out command: %s", api_message(exc))

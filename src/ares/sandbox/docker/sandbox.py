@@ -2,9 +2,10 @@
 
 The container's pid 1 is a shell loop that sleeps and reaps orphans (no init binary needed in the
 image or on the engine host). Commands run through ``docker exec`` under the wrapper described in
-``execution.py``; files move with ``put_archive``/``get_archive``. For the verifier, ``fork_outputs``
-starts a fresh container of the pristine image with only the task's outputs carried over
-(``outputs.py``), and ``halt`` kills everything in a container while keeping its files readable.
+``execution.py``; files move with ``put_archive``/``get_archive`` (``transfer.py``). For the
+verifier, ``fork_outputs`` starts a fresh container of the pristine image with only the task's
+outputs carried over (``outputs.py``), and ``halt`` kills everything in a container while keeping
+its files readable.
 ``snapshot`` commits a running container and ``from_snapshot`` restores it (``snapshot.py``).
 """
 
@@ -12,40 +13,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import logging
-import os
-import posixpath
 import secrets
-import shlex
-import shutil
 import socket
-import tarfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypeVar
 
 import docker
 import docker.errors
-import requests.exceptions
 
 from ares.errors import SandboxCrashedError, SandboxError
 from ares.images.identity import ImageIdentity
 from ares.sandbox.base import IMAGE_WORKDIR, DiffSummary, ExecResult, FileMap, ImageSpec, SandboxSpec
 from ares.sandbox.capabilities import Capability
-from ares.sandbox.docker import janitor, loopback
+from ares.sandbox.docker import janitor, loopback, transfer
 from ares.sandbox.docker.client import api_message, run_blocking
 from ares.sandbox.docker.containers import create_container
 from ares.sandbox.docker.engine import DockerEngine, default_engine
 from ares.sandbox.docker.execution import (
-    ExecStream,
+    API_ERRORS,
+    open_exec,
     split_trailer,
     stdin_archive,
-    sweep_argv,
-    trusted_sweep_argv,
+    sweep,
     trusted_wrapper_argv,
     wrapper_argv,
 )
@@ -64,14 +58,13 @@ from ares.sandbox.docker.snapshot import (
     changes_as_dicts,
     changes_of,
     check_backend,
+    check_snapshot_image,
     commit_blocking,
-    is_discarded,
     make_snapshot,
     merge_changes,
     release_blocking,
 )
 from ares.sandbox.docker.trusted import TRUSTED_PID1, TrustedShell, image_shell, prepare, seeded_paths
-from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.snapshots import FilesystemSnapshot
 
@@ -82,7 +75,6 @@ T = TypeVar("T")
 KILL_MARGIN_S = 2.0
 SWEEP_TIMEOUT_S = 30.0
 FROZEN_REPOSITORY = "ares-frozen"
-_API_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +161,10 @@ class DockerSandbox(StartStopContext):
         janitor.install_handlers()  # here, on the loop's thread: signal handlers need the main thread
         self._client = await self._engine.client()
         if self._base is not None:
-            await self._check_snapshot_image()
+            assert self._image is not None
+            await check_snapshot_image(
+                self._engine, self._client.api, self._image, self._base, self.spec.image
+            )
         image = self._image or await self._engine.resolve(self.spec.image)
         self.image_identity = engine_identity(self.spec.image, image)
         if self.spec.workdir == IMAGE_WORKDIR:  # the image's own working dir (its config's WorkingDir)
@@ -201,27 +196,6 @@ class DockerSandbox(StartStopContext):
             await self.stop()
             raise
 
-    async def _check_snapshot_image(self) -> None:
-        """A sandbox made from a snapshot: its image still exists and the spec asks for its base."""
-        assert self._client is not None and self._image is not None and self._base is not None
-        if is_discarded(self._image):
-            raise SandboxError(
-                f"the snapshot image {self._image[:19]} was discarded; no new sandbox can use it"
-            )
-        wanted = await self._engine.resolve(self.spec.image)
-        if wanted != self._base:
-            raise SandboxError(
-                f"the snapshot was taken on image {self._base[:19]}, but this sandbox's spec asks for "
-                f"{wanted[:19]} ({self.spec.image}); a snapshot restores only onto its own image"
-            )
-        try:
-            await run_blocking(self._client.api.inspect_image, self._image)
-        except docker.errors.ImageNotFound:
-            raise SandboxError(
-                f"the snapshot image {self._image[:19]} is gone: it was discarded, or removed when the "
-                "process that took it exited. Import the snapshot's exported archive instead."
-            ) from None
-
     def _create(self, image: str, attempt: _Attempt) -> None:
         """Create the container (not started), hand it to the janitor and to this sandbox. Blocking."""
         assert self._client is not None
@@ -241,7 +215,7 @@ class DockerSandbox(StartStopContext):
         with contextlib.suppress(docker.errors.NotFound):
             try:
                 self._client.api.remove_container(container, force=True, v=True)
-            except _API_ERRORS as exc:  # the janitor retries at exit
+            except API_ERRORS as exc:  # the janitor retries at exit
                 log.warning("could not remove sandbox container %s: %s", container[:12], api_message(exc))
                 return
         janitor.untrack_container(container)
@@ -256,14 +230,14 @@ class DockerSandbox(StartStopContext):
             if self._base is not None and self._image is not None:  # a discarded snapshot may go now
                 try:
                     await run_blocking(release_blocking, self._client.api, self._image)
-                except (SandboxError, *_API_ERRORS) as exc:
+                except (SandboxError, *API_ERRORS) as exc:
                     log.warning("could not remove discarded snapshot image %s: %s", self._image[:19], exc)
         if self._owns_image and self._image is not None and self._client is not None:
             image, self._image = self._image, None
             with contextlib.suppress(docker.errors.NotFound):
                 try:
                     await run_blocking(self._client.api.remove_image, image, force=True)
-                except _API_ERRORS as exc:
+                except API_ERRORS as exc:
                     log.warning("could not remove temporary image %s: %s", image[:19], api_message(exc))
                 else:
                     janitor.untrack_image(image)
@@ -433,7 +407,7 @@ class DockerSandbox(StartStopContext):
             if exc.status_code == 409:  # "container is not running" / "is paused"
                 raise await self._crash(f"cannot {what}: {api_message(exc)}") from exc
             raise SandboxError(f"cannot {what}: {api_message(exc)}") from exc
-        except _API_ERRORS as exc:
+        except API_ERRORS as exc:
             raise await self._crash(f"cannot {what}: lost the Docker engine ({exc})") from exc
 
     async def _crash(self, reason: str) -> SandboxCrashedError:
@@ -479,7 +453,9 @@ class DockerSandbox(StartStopContext):
                 await self._put_stdin(container, token, stdin)
             wrapped = wrapper_argv(token, workdir, timeout_s, cmd)
         started = time.monotonic()
-        stream, exec_id = await self._api("run a command", self._open_exec, container, wrapped, env)
+        assert self._client is not None
+        api = self._client.api
+        stream, exec_id = await self._api("run a command", open_exec, api, container, wrapped, env)
         try:
             deadline = None if timeout_s is None else started + timeout_s + KILL_MARGIN_S
             if not await run_blocking(stream.read_until, deadline):
@@ -512,18 +488,6 @@ class DockerSandbox(StartStopContext):
             limit_hit="memory" if oom_kills > 0 else "pids" if fork_refusals > 0 else None,
         )
 
-    def _open_exec(
-        self, container: str, argv: list[str], env: Mapping[str, str] | None
-    ) -> tuple[ExecStream, str]:
-        assert self._client is not None
-        api = self._client.api
-        # The wrapper changes to the command's directory itself; starting in / keeps commands working
-        # when the agent removed the container's working dir.
-        created = api.exec_create(
-            container, argv, stdout=True, stderr=True, environment=dict(env or {}), workdir="/"
-        )
-        return ExecStream(api.exec_start(created["Id"], socket=True)), created["Id"]
-
     async def _exit_code_without_trailer(self, exec_id: str, cmd: str) -> int:
         """The wrapper itself died: find out whether the whole container went with it."""
         if self._container is None or self._client is None:  # a concurrent call found it dead
@@ -538,21 +502,10 @@ class DockerSandbox(StartStopContext):
         return int(code) if code is not None else -1
 
     async def _sweep(self, container: str, token: str) -> None:
-        """Kill every process still carrying this command's token. Best effort: failures are logged."""
+        """Kill every process still carrying this command's token (see ``execution.sweep``)."""
         assert self._client is not None
-        try:
-            if self._trusted is None:
-                argv = sweep_argv(token)
-            else:  # the bash branch on the trusted bash: nothing of the container runs
-                argv = trusted_sweep_argv(self._trusted.argv(), token)
-            stream, _ = await run_blocking(self._open_exec, container, argv, None)
-            try:
-                await run_blocking(stream.read_until, time.monotonic() + SWEEP_TIMEOUT_S)
-            finally:
-                stream.abort()
-                stream.close()
-        except _API_ERRORS as exc:
-            log.warning("could not sweep the processes of a timed out command: %s", api_message(exc))
+        trusted = None if self._trusted is None else self._trusted.argv()
+        await sweep(self._client.api, container, token, trusted, SWEEP_TIMEOUT_S)
 
     async def _put_stdin(self, container: str, token: str, data: bytes) -> None:
         assert self._client is not None
@@ -562,79 +515,19 @@ class DockerSandbox(StartStopContext):
     # ------------------------------------------------------------------ files
     async def upload(self, src: Path | FileMap, dest: str) -> None:
         container = self._require_running()
-        target = PurePosixPath("/", dest)
-        if isinstance(src, Path) and await asyncio.to_thread(src.is_file):
-            archive = await asyncio.to_thread(tar_files, src, target.name)
-            directory = str(target.parent)
-        else:
-            archive = await asyncio.to_thread(tar_files, src)
-            directory = str(target)
         assert self._client is not None
-        put = self._client.api.put_archive
-        try:
-            await run_blocking(put, container, directory, archive)
-            return
-        except docker.errors.NotFound:  # the directory does not exist yet
-            pass
-        except _API_ERRORS as exc:
-            raise SandboxError(f"upload to {dest} failed: {api_message(exc)}") from exc
-        made = await self.exec(f"mkdir -p -- {shlex.quote(directory)}", cwd="/")
-        if not made.ok:
-            raise SandboxError(f"upload to {dest} failed: {made.stderr.strip()}")
-        try:
-            await self._api(f"upload to {dest}", put, container, directory, archive)
-        except SandboxCrashedError:
-            raise
-        except SandboxError as exc:
-            raise SandboxError(f"upload to {dest} failed: {exc}") from exc
+        await transfer.upload(self._client.api, container, src, dest, mkdir=self.exec, call=self._api)
 
     async def download(self, src: str, dest: Path) -> None:
-        archive, name = await self._get_archive(src, "download")
-        staging = dest.parent / f".{dest.name}.ares-download"
-        try:
-            await asyncio.to_thread(extract_tar, archive, staging)
-        except tarfile.TarError as exc:  # a link out of the archive, a FIFO or a device
-            await asyncio.to_thread(shutil.rmtree, staging, ignore_errors=True)
-            raise SandboxError(f"cannot download {src}: {exc}") from exc
-        try:
-            await asyncio.to_thread(os.replace, staging / name, dest)
-        finally:
-            await asyncio.to_thread(shutil.rmtree, staging, ignore_errors=True)
+        await transfer.download(self._get_archive, src, dest)
 
     async def read_file(self, path: str) -> bytes:
-        current = posixpath.join("/", path)
-        for _ in range(16):  # follow symlinks like cat would
-            archive, _ = await self._get_archive(current, "read")
-            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                member = tar.next()
-                if member is None:
-                    raise SandboxError(f"cannot read {path}: the engine returned an empty archive")
-                if member.issym():
-                    current = posixpath.normpath(posixpath.join(posixpath.dirname(current), member.linkname))
-                    continue
-                handle = tar.extractfile(member)
-                if handle is None:
-                    raise SandboxError(f"cannot read {path}: not a regular file")
-                return handle.read()
-        raise SandboxError(f"cannot read {path}: too many levels of symbolic links")
+        return await transfer.read_file(self._get_archive, path)
 
     async def _get_archive(self, path: str, what: str) -> tuple[bytes, str]:
         container = self._require_container()  # the archive API works on a halted container too
         assert self._client is not None
-        absolute = posixpath.join("/", path)
-
-        def fetch() -> bytes:
-            assert self._client is not None
-            stream, _stat = self._client.api.get_archive(container, absolute)
-            return b"".join(stream)
-
-        try:
-            archive = await run_blocking(fetch)
-        except docker.errors.NotFound as exc:
-            raise SandboxError(f"cannot {what} {path}: no such file or directory") from exc
-        except _API_ERRORS as exc:
-            raise SandboxError(f"cannot {what} {path}: {api_message(exc)}") from exc
-        return archive, posixpath.basename(absolute.rstrip("/")) or "."
+        return await transfer.get_archive(self._client.api, container, path, what)
 
 
 class _Attempt:

@@ -36,6 +36,7 @@ import docker.errors
 import docker.utils
 
 from ares.errors import SandboxError
+from ares.sandbox.base import ImageSpec
 from ares.sandbox.docker import janitor
 from ares.sandbox.docker.client import api_message, run_blocking
 from ares.sandbox.docker.engine import DockerEngine
@@ -258,3 +259,25 @@ async def discard_snapshot(engine: DockerEngine, snapshot: FilesystemSnapshot) -
     check_backend(snapshot)
     client = await engine.client()
     await run_blocking(discard_blocking, client.api, snapshot.ref)
+
+
+async def check_snapshot_image(
+    engine: DockerEngine, api: docker.APIClient, image: str, base: str, wanted_image: ImageSpec
+) -> None:
+    """A sandbox made from a snapshot: its ``image`` still exists and ``wanted_image`` (the spec's) is
+    the snapshot's ``base``."""
+    if is_discarded(image):
+        raise SandboxError(f"the snapshot image {image[:19]} was discarded; no new sandbox can use it")
+    wanted = await engine.resolve(wanted_image)
+    if wanted != base:
+        raise SandboxError(
+            f"the snapshot was taken on image {base[:19]}, but this sandbox's spec asks for "
+            f"{wanted[:19]} ({wanted_image}); a snapshot restores only onto its own image"
+        )
+    try:
+        await run_blocking(api.inspect_image, image)
+    except docker.errors.ImageNotFound:
+        raise SandboxError(
+            f"the snapshot image {image[:19]} is gone: it was discarded, or removed when the "
+            "process that took it exited. Import the snapshot's exported archive instead."
+        ) from None

@@ -10,8 +10,8 @@ down: every process in its pid namespace dies and its mounts vanish with its mou
 This module is the lifecycle and the commands; the rest lives by concept: the wire protocol
 (``channel.py``), the start-up dialogue (``startup.py``), the states and who may change them
 (``state.py``), the image and snapshot layers (``stack.py``, ``snapshot.py``, ``archive.py``),
-verifier forks (``forks.py``), the trusted-shell cache (``shells.py``) and the builder's commit
-(``commit.py``).
+verifier forks (``forks.py``), the trusted-shell cache (``shells.py``), the builder's commit
+(``commit.py``) and file transfers (``transfer.py``).
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shlex
 import signal
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ares.errors import SandboxCrashedError, SandboxError
@@ -41,7 +40,6 @@ from ares.sandbox.base import (
     SandboxSpec,
 )
 from ares.sandbox.capabilities import Capability
-from ares.sandbox.files import extract_tar, tar_files
 from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.local import (
     archive,
@@ -54,6 +52,7 @@ from ares.sandbox.local import (
     seccomp,
     shells,
     startup,
+    transfer,
     userns,
     workspace,
     zygote,
@@ -590,31 +589,10 @@ class LocalSandbox(StartStopContext):
 
     # ------------------------------------------------------------------ files
     async def upload(self, src: Path | FileMap, dest: str) -> None:
-        if isinstance(src, Path) and await asyncio.to_thread(src.is_file):
-            target = PurePosixPath(dest)
-            archive = await asyncio.to_thread(tar_files, src, target.name)
-            directory = str(target.parent)
-        else:
-            archive = await asyncio.to_thread(tar_files, src)
-            directory = dest
-        quoted = shlex.quote(directory)
-        result = await self.exec(f"mkdir -p {quoted} && tar -xf - -C {quoted}", cwd="/", stdin=archive)
-        if not result.ok:
-            raise SandboxError(f"upload to {dest} failed: {result.stderr.strip()}")
+        await transfer.upload(self.exec, src, dest)
 
     async def download(self, src: str, dest: Path) -> None:
-        path = PurePosixPath(src)
-        archive = f"tar -cf - -C {shlex.quote(str(path.parent))} {shlex.quote(path.name)}"
-        reply = await self._run(archive, cwd="/")
-        if reply.exit_code != 0:
-            raise SandboxError(f"download of {src} failed: {reply.stderr.decode(errors='replace').strip()}")
-        staging = dest.parent / f".{dest.name}.ares-download"
-        await asyncio.to_thread(extract_tar, reply.stdout, staging)
-        await asyncio.to_thread(os.replace, staging / path.name, dest)
-        await asyncio.to_thread(janitor.remove_tree, staging)
+        await transfer.download(self._run, src, dest)
 
     async def read_file(self, path: str) -> bytes:
-        reply = await self._run(f"cat -- {shlex.quote(path)}", cwd="/")
-        if reply.exit_code != 0:
-            raise SandboxError(f"cannot read {path}: {reply.stderr.decode(errors='replace').strip()}")
-        return reply.stdout
+        return await transfer.read_file(self._run, path)
