@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,34 +32,39 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 @pytest.fixture(scope="module")
-def debian_ref(registry: Registry) -> str:
+def debian_ref(registry: Registry) -> Iterator[str]:
     """The Debian image pushed to the loopback registry (skipped when podman or the image is absent)."""
     if shutil.which("podman") is None:
         pytest.skip(f"needs podman (apt-get install podman) to push {DEBIAN}")
     if subprocess.run(["podman", "image", "exists", DEBIAN], check=False).returncode:
         pytest.skip(f"needs {DEBIAN} in podman's storage (scripts/podman-engine.sh image makes it)")
     ref = f"{registry.host}/ares/debian-task:bookworm"
-    subprocess.run(
-        ["podman", "push", "--quiet", "--tls-verify=false", DEBIAN, f"docker://{ref}"],
-        check=True,
-        timeout=300,
-    )
-    return ref
+    push = ["podman", "push", "--quiet", "--tls-verify=false", DEBIAN, f"docker://{ref}"]
+    subprocess.run(push, check=True, timeout=300)
+    yield ref
+    # The engine's copy, if a test pulled it (untag the name only: the image is the shared Debian one).
+    subprocess.run(["podman", "untag", ref, ref], capture_output=True, check=False)
 
 
 @pytest.fixture(scope="module")
-def app_image_ref(debian_ref: str, registry: Registry, tmp_path_factory: pytest.TempPathFactory) -> str:
+def app_image_ref(
+    debian_ref: str, registry: Registry, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     """Debian with WORKDIR /app, an ENV and a LABEL in its config, built by podman and pushed."""
     context = tmp_path_factory.mktemp("app-image")
     (context / "Containerfile").write_text(
         f"FROM {DEBIAN}\nWORKDIR /app\nENV ARES_IMAGE_MARK=from-the-image\nLABEL org.example.kind=task\n"
     )
-    local = "localhost/ares-test-app:1"
+    local = f"localhost/ares-test-app:{secrets.token_hex(6)}"  # suites running side by side share podman
     subprocess.run(["podman", "build", "-q", "--isolation=chroot", "-t", local, str(context)], check=True)
     ref = f"{registry.host}/ares/debian-app:1"
     push = ["podman", "push", "--quiet", "--tls-verify=false", local, f"docker://{ref}"]
-    subprocess.run(push, check=True, timeout=300)
-    return ref
+    try:
+        subprocess.run(push, check=True, timeout=300)
+        yield ref
+    finally:
+        subprocess.run(["podman", "untag", ref, ref], capture_output=True, check=False)
+        subprocess.run(["podman", "rmi", local], capture_output=True, check=False)
 
 
 def task_dir(root: Path, image: str, *, workdir: bool = True) -> Path:
