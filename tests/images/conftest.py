@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -79,3 +81,22 @@ def basic_registry(
     reg.creds = (USER, PASSWORD)
     yield reg
     reg.stop()
+
+
+DEBIAN = "localhost/ares-debian:bookworm"
+
+
+@pytest.fixture(scope="session")
+def debian_image(registry: Registry) -> Iterator[str]:
+    """A real distro image on the registry: the Debian bookworm (with python3) that
+    `scripts/podman-engine.sh image` puts in podman's storage, pushed by podman. Skipped without them."""
+    if shutil.which("podman") is None:
+        pytest.skip(f"needs podman (apt-get install podman) to push {DEBIAN}")
+    if subprocess.run(["podman", "image", "exists", DEBIAN], check=False).returncode:
+        pytest.skip(f"needs {DEBIAN} in podman's storage (scripts/podman-engine.sh image makes it)")
+    ref = f"{registry.host}/ares/debian:bookworm"
+    push = ["podman", "push", "--quiet", "--tls-verify=false", DEBIAN, f"docker://{ref}"]
+    subprocess.run(push, check=True, capture_output=True, timeout=300)
+    yield ref
+    # A test may have pulled it into the engine: untag that name only (the image is the shared one).
+    subprocess.run(["podman", "untag", ref, ref], capture_output=True, check=False)

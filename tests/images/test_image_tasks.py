@@ -32,23 +32,8 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 @pytest.fixture(scope="module")
-def debian_ref(registry: Registry) -> Iterator[str]:
-    """The Debian image pushed to the loopback registry (skipped when podman or the image is absent)."""
-    if shutil.which("podman") is None:
-        pytest.skip(f"needs podman (apt-get install podman) to push {DEBIAN}")
-    if subprocess.run(["podman", "image", "exists", DEBIAN], check=False).returncode:
-        pytest.skip(f"needs {DEBIAN} in podman's storage (scripts/podman-engine.sh image makes it)")
-    ref = f"{registry.host}/ares/debian-task:bookworm"
-    push = ["podman", "push", "--quiet", "--tls-verify=false", DEBIAN, f"docker://{ref}"]
-    subprocess.run(push, check=True, timeout=300)
-    yield ref
-    # The engine's copy, if a test pulled it (untag the name only: the image is the shared Debian one).
-    subprocess.run(["podman", "untag", ref, ref], capture_output=True, check=False)
-
-
-@pytest.fixture(scope="module")
 def app_image_ref(
-    debian_ref: str, registry: Registry, tmp_path_factory: pytest.TempPathFactory
+    debian_image: str, registry: Registry, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
     """Debian with WORKDIR /app, an ENV and a LABEL in its config, built by podman and pushed."""
     context = tmp_path_factory.mktemp("app-image")
@@ -97,30 +82,30 @@ def ares_run(task: Path, sandbox: str, policy: str, out: Path) -> list[str]:
 
 @pytest.mark.parametrize(("policy", "reward"), [("oracle", 1.0), ("null", 0.0)])
 def test_local_backend_pulls_the_named_image_and_scores(
-    debian_ref: str, registry: Registry, tmp_path: Path, policy: str, reward: float
+    debian_image: str, registry: Registry, tmp_path: Path, policy: str, reward: float
 ) -> None:
     env = {**os.environ, "ARES_CACHE_DIR": str(tmp_path / "cache"), "ARES_INSECURE_REGISTRIES": registry.host}
     env.pop("ARES_IMAGE_FALLBACK", None)  # a stand-in must never serve a named image
     out = tmp_path / "out"
     summary, episode = run(
-        [sys.executable, *ares_run(task_dir(tmp_path, debian_ref), "local", policy, out)], env, out
+        [sys.executable, *ares_run(task_dir(tmp_path, debian_image), "local", policy, out)], env, out
     )
     assert summary["statuses"] == {"finished": 1} and summary["mean_reward"] == reward
     image = episode["image"]
-    assert image["requested"] == debian_ref and image["source"] == "registry"
+    assert image["requested"] == debian_image and image["source"] == "registry"
     assert image["digest"].startswith("sha256:") and image["served_by"] is None
 
 
 @pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
 @pytest.mark.parametrize(("policy", "reward"), [("oracle", 1.0), ("null", 0.0)])
 def test_local_backend_unprivileged_pulls_and_scores(
-    debian_ref: str, registry: Registry, request: pytest.FixtureRequest, policy: str, reward: float
+    debian_image: str, registry: Registry, request: pytest.FixtureRequest, policy: str, reward: float
 ) -> None:
     python = nobody_python() or pytest.skip(SKIP_REASON)
     root = Path(tempfile.mkdtemp(prefix="ares-nobody-task-"))  # pytest's tmp dirs are root's (0700)
     request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
     os.chmod(root, 0o755)
-    task = task_dir(root, debian_ref)
+    task = task_dir(root, debian_image)
     home, out = root / "home", root / "out"
     for made in (home, out):
         made.mkdir()
@@ -137,20 +122,20 @@ def test_local_backend_unprivileged_pulls_and_scores(
 
 @pytest.mark.parametrize(("policy", "reward"), [("oracle", 1.0), ("null", 0.0)])
 def test_docker_backend_runs_the_same_task_dir(
-    debian_ref: str, registry: Registry, tmp_path: Path, policy: str, reward: float
+    debian_image: str, registry: Registry, tmp_path: Path, policy: str, reward: float
 ) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "sandbox" / "docker"))
     from docker_engine_kit import ensure_engine
 
     engine = ensure_engine()
-    subprocess.run(["podman", "pull", "--quiet", "--tls-verify=false", debian_ref], check=True, timeout=300)
+    subprocess.run(["podman", "pull", "--quiet", "--tls-verify=false", debian_image], check=True, timeout=300)
     env = {**os.environ, "DOCKER_HOST": engine.base_url}
     out = tmp_path / "out"
     summary, episode = run(
-        [sys.executable, *ares_run(task_dir(tmp_path, debian_ref), "docker", policy, out)], env, out
+        [sys.executable, *ares_run(task_dir(tmp_path, debian_image), "docker", policy, out)], env, out
     )
     assert summary["statuses"] == {"finished": 1} and summary["mean_reward"] == reward
-    assert episode["image"]["requested"] == debian_ref
+    assert episode["image"]["requested"] == debian_image
 
 
 @pytest.mark.parametrize("sandbox", ["local", "docker"])

@@ -8,7 +8,6 @@ import collections
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -234,23 +233,9 @@ async def test_usage_and_prune_keep_what_is_used(registry: Registry, cache: Imag
     assert store.records() == [] and os.listdir(store.root / "layers") == []
 
 
-DEBIAN = "localhost/ares-debian:bookworm"
-
-
-def push_debian(registry: Registry) -> None:
-    if shutil.which("podman") is None:
-        pytest.skip(f"needs podman (apt-get install podman) to push {DEBIAN}")
-    if subprocess.run(["podman", "image", "exists", DEBIAN], check=False).returncode:
-        pytest.skip(f"needs {DEBIAN} in podman's storage (scripts/podman-engine.sh makes it)")
-    target = f"docker://{registry.host}/ares/debian:bookworm"
-    args = ["podman", "push", "--quiet", "--tls-verify=false", DEBIAN, target]
-    subprocess.run(args, check=True, capture_output=True, timeout=300)
-
-
-async def test_debian_end_to_end(registry: Registry, cache: ImageCache) -> None:
-    await asyncio.to_thread(push_debian, registry)
+async def test_debian_end_to_end(registry: Registry, debian_image: str, cache: ImageCache) -> None:
     async with make_client(registry.host) as client:
-        image = await pull_image(f"{registry.host}/ares/debian:bookworm", cache=cache, client=client)
+        image = await pull_image(debian_image, cache=cache, client=client)
     assert any(os.path.lexists(lower / "usr/bin/python3") for lower in lowers(image.plan))
     assert b"bookworm" in read(image.plan, "usr/lib/os-release")
     assert image.size_bytes > 50_000_000 and image.layers_downloaded == len(set(image.diff_ids))

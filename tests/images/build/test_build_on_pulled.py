@@ -19,19 +19,6 @@ from ares.images.cache import ImageCache
 from ares.sandbox.local.images import image_sandbox, local_builder
 from nobody_python import DROP, NOBODY, SKIP_REASON, nobody_python
 
-DEBIAN = "localhost/ares-debian:bookworm"
-
-
-def push_debian(registry: Registry) -> str:
-    if shutil.which("podman") is None:
-        pytest.skip(f"needs podman to push {DEBIAN}")
-    if subprocess.run(["podman", "image", "exists", DEBIAN], check=False).returncode:
-        pytest.skip(f"needs {DEBIAN} in podman's storage (scripts/podman-engine.sh makes it)")
-    target = f"{registry.host}/ares/debian:bookworm"
-    args = ["podman", "push", "--quiet", "--tls-verify=false", DEBIAN, f"docker://{target}"]
-    subprocess.run(args, check=True, capture_output=True, timeout=300)
-    return target
-
 
 def dockerfile(image: str) -> str:
     return f"""FROM {image} AS build
@@ -45,9 +32,9 @@ RUN useradd --create-home agent && echo "$GREETING" > /srv/greeting
 
 
 @pytest.fixture
-def pushed(registry: Registry, monkeypatch: pytest.MonkeyPatch) -> str:
+def pushed(registry: Registry, debian_image: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("ARES_INSECURE_REGISTRIES", registry.host)
-    return push_debian(registry)
+    return debian_image
 
 
 async def test_multi_stage_build_from_a_pulled_image_runs_as_root(pushed: str, tmp_path: Path) -> None:
