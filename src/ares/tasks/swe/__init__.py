@@ -1,0 +1,6 @@
+"""SWE-bench-format repository tasks: instances in many dataset shapes, their images, clean issue texts.
+
+Modules: ``instance`` (the one task model), ``formats`` (row shapes), ``load`` (files, saved
+datasets, Hub names), ``images`` (image names and templates), ``statement`` (issue text cleaning),
+``patches`` (reversing a bug diff into its fix).
+"""
