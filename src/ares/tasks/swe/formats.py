@@ -69,7 +69,7 @@ def detect_format(row: Mapping[str, Any]) -> SweFormat | None:
         return "swerebench"
     if any(key in row for key in _SWEBENCH5_KEYS):
         return "swebench5"
-    if all(key in row for key in _SWEBENCH_KEYS):
+    if any(key in row for key in (*_SWEBENCH_KEYS[1:], "FAIL_TO_PASS")):  # parsing names what is missing
         f2p = row.get("FAIL_TO_PASS")
         return "swegym" if isinstance(f2p, list | tuple) else "swebench"
     return None

@@ -27,6 +27,8 @@ def reverse_patch(diff: str) -> str:
     """
     out: list[str] = []
     lines = diff.splitlines(keepends=True)
+    removed: list[str] = []  # a change block, reordered so removals come first as diff writes them
+    added: list[str] = []
     old_left = new_left = 0  # lines still owed by the current hunk: its body is never a header
     i = 0
     while i < len(lines):
@@ -37,15 +39,20 @@ def reverse_patch(diff: str) -> str:
             sign = body[:1]
             if sign == "+":
                 new_left -= 1
-                out.append("-" + line[1:])
+                removed.append("-" + line[1:])
             elif sign == "-":
                 old_left -= 1
-                out.append("+" + line[1:])
+                added.append("+" + line[1:])
             else:  # context (" " or an empty line) or "\\ No newline at end of file"
                 if sign != "\\":
                     old_left -= 1
                     new_left -= 1
-                out.append(line)
+                    _flush(out, removed, added)
+                    out.append(line)
+                else:  # the marker belongs to the line just before it, on its side
+                    (added or removed or out).append(line)
+            if old_left <= 0 and new_left <= 0:
+                _flush(out, removed, added)
         elif body.startswith("GIT binary patch"):
             raise ValueError("binary patches cannot be reversed as text")
         elif body.startswith("diff --git "):
@@ -64,7 +71,15 @@ def reverse_patch(diff: str) -> str:
         else:
             out.append(_swap_metadata(body) + end)
         i += 1
+    _flush(out, removed, added)
     return "".join(out)
+
+
+def _flush(out: list[str], removed: list[str], added: list[str]) -> None:
+    out.extend(removed)
+    out.extend(added)
+    removed.clear()
+    added.clear()
 
 
 def _count(span: str) -> int:
