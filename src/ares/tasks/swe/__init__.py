@@ -2,5 +2,7 @@
 
 Modules: ``instance`` (the one task model), ``formats`` (row shapes), ``load`` (files, saved
 datasets, Hub names), ``images`` (image names and templates), ``statement`` (issue text cleaning),
-``patches`` (reversing a bug diff into its fix).
+``patches`` (reversing a bug diff into its fix), ``eval_script`` (the verifier's eval script and patch
+apply cascade), ``grading`` (logs parsed and graded by the SWE-bench harness's own rules, via
+``harness``), ``markers`` (the log markers both share).
 """
