@@ -5,7 +5,10 @@ carry years of per-repository quirks (and fixes to them) that a copy would drift
 ``swebench/harness/__init__.py`` imports docker, modal and ``datasets`` eagerly, while the two modules we
 need (``grading``, ``log_parsers``, plus ``constants``/``infra_failure``) only need ``unidiff``. So the
 package's ``__init__`` is skipped: a bare package module stands in for ``swebench.harness`` while the
-submodules load, and is removed afterwards so a later full ``import swebench.harness`` behaves normally.
+submodules load. It stays registered (removing it would orphan the loaded submodules): later
+``from swebench.harness import run_evaluation`` still works through its ``__path__``, only the eager
+attributes of the real ``__init__`` are absent until imported. If the real package was imported first,
+it is used as is.
 """
 
 from __future__ import annotations
@@ -68,11 +71,6 @@ def load_harness() -> Harness:
         raise SwebenchUnavailable(
             f"swebench's grading modules failed to import ({exc}): {INSTALL_HINT}"
         ) from exc
-    finally:
-        if stub is not None and sys.modules.get("swebench.harness") is stub:
-            del sys.modules["swebench.harness"]
-            if getattr(swebench, "harness", None) is stub:
-                del swebench.harness
     return Harness(
         grading=grading,
         log_parsers=log_parsers,
