@@ -86,7 +86,7 @@ def patch_files(patch: str) -> list[PatchFile]:
     return files
 
 
-def test_file_args(files: Iterable[str], style: str = "pytest") -> list[str]:
+def runner_args(files: Iterable[str], style: str = "pytest") -> list[str]:
     """What to pass the test command: test files (pytest) or dotted labels (Django's runtests.py)."""
     out = [f for f in files if not f.endswith(NON_TEST_EXTS)]
     if style == "django":
@@ -131,7 +131,7 @@ def make_eval_script(
     """
     touched = patch_files(test_patch)
     if test_files is None:
-        test_files = test_file_args([f.path for f in touched if not f.deleted], directive_style)
+        test_files = runner_args([f.path for f in touched if not f.deleted], directive_style)
     tag, body = _heredoc(test_patch)
     run = " ".join([test_cmd, *(shlex.quote(f) for f in test_files)])
     lines = [
