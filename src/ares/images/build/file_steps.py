@@ -11,18 +11,16 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ares.images.build import copying, remote
 from ares.images.build.bases import Substitution
 from ares.images.build.context import BuildContext
 from ares.images.build.dockerfile import DockerfileError, Instruction, expand, split_words
+from ares.images.build.model import BuildSettings
 from ares.images.cache import ImageCache
 from ares.images.config import ImageConfig
 from ares.images.rootfs import RootfsPlan
-
-if TYPE_CHECKING:
-    from ares.images.build.builder import ImageBuilder
 
 
 @dataclass
@@ -47,7 +45,7 @@ Action = Callable[[_State, Path], Awaitable[ImageConfig]]
 class FileSteps:
     """The COPY/ADD actions of a ``BuildSession``."""
 
-    builder: ImageBuilder
+    builder: BuildSettings
     cache: ImageCache
     context: BuildContext
 

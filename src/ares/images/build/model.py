@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from ares.images.build.bases import Substitution
+from ares.images.build.bases import BaseResolver, Substitution
+from ares.images.build.steps import StepRunner
+from ares.images.cache import ImageCache
 from ares.images.config import ImageConfig
+from ares.images.progress import BuildListener
 from ares.images.rootfs import RootfsPlan
 
 
@@ -46,3 +51,17 @@ class LocalImage:
     def served_by(self) -> str | None:
         """The stand-in that served the named base image, if one did."""
         return self.substitutions[0].served_by if self.substitutions else None
+
+
+class BuildSettings(Protocol):
+    """What a build session reads from the builder that started it (``ImageBuilder`` is one); the
+    session depends on this, not on the builder, so the two modules do not import each other."""
+
+    cache: ImageCache
+    runner: StepRunner
+    build_env: Mapping[str, str]
+    step_timeout_s: float
+    on_log: Callable[[str], None] | None
+    on_event: BuildListener | None
+
+    def resolver(self, on_debootstrap: Callable[[], None] | None = None) -> BaseResolver: ...

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from ares.errors import ImageBuildError
 from ares.images.build import copying, remote
@@ -25,15 +25,12 @@ from ares.images.build.context import BuildContext
 from ares.images.build.dockerfile import DockerfileError, Instruction, expand, split_words
 from ares.images.build.file_steps import Action, FileSteps, _State
 from ares.images.build.instructions import CONFIG_ONLY, configure, run_command, workdir_path
-from ares.images.build.model import BuildStep, LocalImage
+from ares.images.build.model import BuildSettings, BuildStep, LocalImage
 from ares.images.build.stages import Stage, StagedDockerfile
 from ares.images.build.steps import BuildCommand
 from ares.images.cache import ImageRecord, LayerRecord, staged_dir
 from ares.images.config import ImageConfig
 from ares.images.progress import BuildEvent, BuildState, current_listener, emit, step_text
-
-if TYPE_CHECKING:
-    from ares.images.build.builder import ImageBuilder
 
 
 class BuildSession(FileSteps):
@@ -41,7 +38,7 @@ class BuildSession(FileSteps):
 
     def __init__(
         self,
-        builder: ImageBuilder,
+        builder: BuildSettings,
         context: BuildContext,
         build_args: dict[str, str],
         log: TextIO,
