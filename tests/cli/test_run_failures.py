@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ares.cli.progress import LiveProgress, PlainProgress, _Tally
 from ares.core.status import EpisodeStatus
-from ares.images.progress import BuildEvent
+from ares.images.progress import BuildEvent, PullEvent
 from ares.rollout.results import EpisodeResult
 
 UNREACHABLE = "http://127.0.0.1:9/v1"  # the discard port: nothing listens there
@@ -187,3 +187,54 @@ def test_plain_progress_says_when_a_step_it_waited_for_came_from_the_cache() -> 
         "image b-environment step 2/3 RUN pip install pytest: building",
         "image b-environment step 2/3 RUN pip install pytest: cached",
     ]
+
+
+MB = 1_000_000
+PULL = [
+    PullEvent("reg:5000/app:1", None, "resolving"),
+    PullEvent("reg:5000/app:1", "sha256:" + "a" * 64, "downloading", 5 * MB, 20 * MB),
+    PullEvent("reg:5000/app:1", "sha256:" + "b" * 64, "downloading", 1 * MB, 2 * MB),
+    PullEvent("reg:5000/app:1", "sha256:" + "b" * 64, "done", 2 * MB, 2 * MB),
+    PullEvent("reg:5000/app:1", "sha256:" + "a" * 64, "done", 20 * MB, 20 * MB),
+    PullEvent("reg:5000/app:1", None, "done", 22 * MB, 22 * MB, layers=2, downloaded=2, elapsed_s=3.2),
+    PullEvent("reg:5000/base:2", None, "resolving"),
+    PullEvent("reg:5000/base:2", None, "cached", 0, 0, layers=3, downloaded=0, elapsed_s=0.01),
+]
+
+
+def test_plain_progress_prints_finished_layers_and_pulled_images() -> None:
+    from rich.console import Console
+
+    console = Console(file=__import__("io").StringIO(), width=120)
+    with PlainProgress(console, _Tally(1, ())) as progress:
+        for event in PULL:
+            progress.on_build(event)
+    lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+    assert lines == [
+        "running 1 episodes",
+        "image reg:5000/app:1 layer bbbbbbbbbbbb: done 2.0/2.0 MB",
+        "image reg:5000/app:1 layer aaaaaaaaaaaa: done 20.0/20.0 MB",
+        "image reg:5000/app:1: pulled in 3.2s (2 layers, 2 downloaded, 22.0 MB moved)",
+    ]  # an image already in the store is not news
+
+
+def test_live_progress_shows_one_row_per_pull_with_bytes_and_layers() -> None:
+    from rich.console import Console
+
+    console = Console(file=__import__("io").StringIO(), force_terminal=True, width=120)
+    with LiveProgress(console, _Tally(1, ())) as progress:
+        for event in PULL[:3]:
+            progress.on_build(event)
+        (row,) = progress._builds.values()
+        task = progress.progress.tasks[row]
+        assert (task.completed, task.total) == (6 * MB, 22 * MB)
+        assert task.description == "reg:5000/app:1: 0/2 layers"
+        for event in PULL[3:5]:
+            progress.on_build(event)
+        assert progress.progress.tasks[row].description == "reg:5000/app:1: 2/2 layers"
+        for event in PULL[5:]:
+            progress.on_build(event)
+        assert progress._builds == {}  # finished pulls leave no row behind
+    text = re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", console.file.getvalue())  # type: ignore[attr-defined]
+    assert "image reg:5000/app:1: pulled in 3.2s (2 layers, 2 downloaded, 22.0 MB moved)" in text
+    assert "image reg:5000/base:2" not in text  # up to date: a row while resolving, no line after
