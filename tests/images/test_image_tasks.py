@@ -8,6 +8,7 @@ the episode record names the image that really ran (its manifest digest, where i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import secrets
@@ -182,5 +183,31 @@ async def test_a_sandbox_of_a_pulled_image_starts_in_its_config(
             assert (
                 identity is not None and identity.source == "registry" and identity.requested == app_image_ref
             )
+    finally:
+        set_default_builder(None)
+
+
+@pytest.mark.parametrize("transport", ["oci", "docker-archive"])
+async def test_a_sandbox_runs_an_image_from_a_layout_or_an_archive(
+    debian_image: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, transport: str
+) -> None:
+    """Air-gapped: the image comes from a directory or a tarball that skopeo wrote, no registry."""
+    from ares.sandbox.base import ImageSpec, SandboxSpec
+    from ares.sandbox.local import LocalSandbox
+    from ares.sandbox.local.images import set_default_builder
+
+    name = f"oci:{tmp_path}/layout:deb" if transport == "oci" else f"docker-archive:{tmp_path}/deb.tar"
+    target = name if transport == "oci" else f"{name}:{DEBIAN}"
+    copy = ["skopeo", "copy", "-q", f"containers-storage:{DEBIAN}", target]
+    await asyncio.to_thread(subprocess.run, copy, check=True, capture_output=True, timeout=300)
+    monkeypatch.setenv("ARES_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ARES_IMAGE_FALLBACK", raising=False)
+    set_default_builder(None)
+    try:
+        async with LocalSandbox(SandboxSpec(image=ImageSpec(name=name), workdir="/")) as box:
+            assert (await box.exec("cat /etc/debian_version")).stdout.startswith("12.")
+            identity = box.image_identity
+            assert identity is not None and identity.source == transport and identity.requested == name
+            assert identity.digest is not None and identity.digest.startswith("sha256:")
     finally:
         set_default_builder(None)
