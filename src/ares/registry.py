@@ -48,6 +48,22 @@ def _harbor_tasks(path: str | Path | None = None) -> list[Task]:
     return load_harbor_dataset(Path(path))
 
 
+def _swebench_tasks(
+    path: str | Path | None = None, split: str | None = None, image_template: str | None = None
+) -> list[Task]:
+    """SWE-bench-format instances (a JSONL/JSON/Parquet file or a dataset dir) as tasks."""
+    from ares.tasks.swe.task import load_swe_tasks  # the SWE modules load only when used
+
+    if path is None:
+        raise UnknownPresetError(
+            "the swebench presets need instances: --path FILE|DIR (make('swebench', path=FILE) in Python)"
+        )
+    return load_swe_tasks(path, split=split, image_template=image_template)
+
+
+_SWE_OPTIONS = ("path", "split", "image_template")
+
+
 def _mini_swe_agent() -> AgentFactory:
     from ares.agents.mini_swe import MiniSweAgentFactory  # needs ares[mswea]
 
@@ -87,6 +103,22 @@ PRESETS: dict[str, Preset] = {
     "harbor-mswea": Preset(
         "harbor-mswea", "a Harbor dataset dir (option path=DIR), the real mini-swe-agent",
         _harbor_tasks, ("path",), agent=_mini_swe_agent,
+    ),
+    "swebench": Preset(
+        "swebench", "SWE-bench-format instances (path=FILE|DIR, split, image_template), bash agent",
+        _swebench_tasks, _SWE_OPTIONS,
+    ),
+    "swebench-tools": Preset(
+        "swebench-tools", "SWE-bench-format instances (path=FILE|DIR), tool-calling agent",
+        _swebench_tasks, _SWE_OPTIONS, agent=ToolAgentFactory,
+    ),
+    "swebench-mswea": Preset(
+        "swebench-mswea", "SWE-bench-format instances (path=FILE|DIR), the real mini-swe-agent",
+        _swebench_tasks, _SWE_OPTIONS, agent=_mini_swe_agent,
+    ),
+    "swebench-cli": Preset(
+        "swebench-cli", "SWE-bench-format instances (path=FILE|DIR), CLI agent via the proxy",
+        _swebench_tasks, _SWE_OPTIONS, agent=tool_loop_cli,
     ),
     "humaneval-single": Preset(
         "humaneval-single", "164 HumanEval problems, single-turn agent (one reply is the whole solution.py)",

@@ -42,6 +42,8 @@ class RunConfig:
     context_limit: int | None = None
     group_size: int = 1
     path: Path | None = None
+    split: str | None = None
+    image_template: str | None = None
     verifier_mode: str | None = None
     script: Path | None = None
     model: str | None = None
@@ -105,17 +107,22 @@ class RunConfig:
             )
 
     def _check_preset_options(self, spec: Preset) -> None:
-        if self.path is not None and "path" not in spec.options:
-            owners = [p.name for p in list_presets() if "path" in p.options]
-            which = f"the {owners[0]} preset" if len(owners) == 1 else f"the presets {', '.join(owners)}"
-            raise fail(f"--path applies to {which} only, not {self.preset!r}")
+        for option, value in self._preset_flags.items():
+            if value is not None and option not in spec.options:
+                owners = [p.name for p in list_presets() if option in p.options]
+                which = f"the {owners[0]} preset" if len(owners) == 1 else f"the presets {', '.join(owners)}"
+                raise fail(f"--{option.replace('_', '-')} applies to {which} only, not {self.preset!r}")
         if self.verifier_mode is not None and self.verifier_mode not in VERIFIER_MODES:
             raise fail(
                 f"--verifier-mode must be one of: {', '.join(VERIFIER_MODES)}; got {self.verifier_mode!r}"
             )
+        swe = "image_template" in spec.options  # the swebench presets: a file or a dir
         if "path" in spec.options and self.path is None:
-            raise fail(f"the {self.preset} preset needs a dataset directory: --path DIR")
-        if self.path is not None and not self.path.is_dir():
+            need = "an instance file or dir: --path FILE|DIR" if swe else "a dataset directory: --path DIR"
+            raise fail(f"the {self.preset} preset needs {need}")
+        if self.path is not None and swe and not self.path.exists():
+            raise fail(f"--path {self.path} does not exist (a .jsonl/.json/.parquet file or a dataset dir)")
+        if self.path is not None and not swe and not self.path.is_dir():
             raise fail(f"--path {self.path} is not a directory (a Harbor dataset dir or a task dir)")
 
     def _check_api_options(self) -> None:
@@ -140,8 +147,13 @@ class RunConfig:
     def preset_options(self) -> dict[str, Any]:
         """The options for ``make(preset, **them)`` that were given: the preset's own (``path``) and
         ``verifier_mode``, which ``make`` applies to every preset's tasks."""
-        given = {"path": self.path, "verifier_mode": self.verifier_mode}
+        given = {**self._preset_flags, "verifier_mode": self.verifier_mode}
         return {name: value for name, value in given.items() if value is not None}
+
+    @property
+    def _preset_flags(self) -> dict[str, Any]:
+        """The flags that are options of some presets (``Preset.options``), by option name."""
+        return {"path": self.path, "split": self.split, "image_template": self.image_template}
 
     @property
     def policy_options(self) -> dict[str, Any]:

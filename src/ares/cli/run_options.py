@@ -37,7 +37,21 @@ GroupSizeOption = Annotated[
     int,
     typer.Option("--group-size", "-k", min=1, help="Rollouts per task, run as one group (e.g. for GRPO)."),
 ]
-PathOption = Annotated[Path | None, typer.Option("--path", help="Dataset directory (harbor preset).")]
+PathOption = Annotated[
+    Path | None,
+    typer.Option("--path", help="A Harbor dataset dir (harbor), or an instance file or dir (swebench)."),
+]
+SplitOption = Annotated[
+    str | None, typer.Option("--split", help="swebench presets: the dataset split (e.g. test).")
+]
+ImageTemplateOption = Annotated[
+    str | None,
+    typer.Option(
+        "--image-template",
+        help="swebench presets: image name for instances without their own, with {instance_id} and "
+        "{name}, e.g. 'myregistry:5000/sweb.eval.x86_64.{name}:latest'.",
+    ),
+]
 VerifierModeOption = Annotated[
     str | None,
     typer.Option(

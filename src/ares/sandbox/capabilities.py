@@ -17,7 +17,7 @@ from __future__ import annotations
 import enum
 import inspect
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
@@ -152,7 +152,11 @@ class VerifierForkingSandbox(Protocol):
     """``Capability.VERIFIER_FORK``."""
 
     async def fork_verifier(
-        self, *, outputs: Sequence[str] | None, binds: Sequence[BindMount] = ()
+        self,
+        *,
+        outputs: Sequence[str] | None,
+        binds: Sequence[BindMount] = (),
+        drop: Callable[[str], bool] | None = None,
     ) -> BoundFork: ...
 
     def host_dir(self, name: str) -> Path: ...

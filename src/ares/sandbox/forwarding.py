@@ -10,7 +10,7 @@ so a caller that asked the declaration and one that called the method see the sa
 from __future__ import annotations
 
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, TypeVar, cast
 
@@ -103,10 +103,14 @@ class ForwardingSandbox(StartStopContext, traced=()):
 
     # ------------------------------------------------------------------ capabilities, by name
     async def fork_verifier(
-        self, *, outputs: Sequence[str] | None, binds: Sequence[BindMount] = ()
+        self,
+        *,
+        outputs: Sequence[str] | None,
+        binds: Sequence[BindMount] = (),
+        drop: Callable[[str], bool] | None = None,
     ) -> BoundFork:
         return await self._capable(Capability.VERIFIER_FORK, VerifierForkingSandbox).fork_verifier(
-            outputs=outputs, binds=binds
+            outputs=outputs, binds=binds, drop=drop
         )
 
     def host_dir(self, name: str) -> Path:

@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ares.sandbox.base import FileMap, ImageSpec, Resources, SandboxSpec, SeccompPolicy
+from ares.sandbox.base import FileMap, ImageSpec, Resources, Sandbox, SandboxSpec, SeccompPolicy
+
+if TYPE_CHECKING:
+    from ares.tasks.verifier import Verdict
 
 #: A set of files for a task: a host directory, or in-memory files (relative path -> content).
 FileSource = Path | FileMap
@@ -19,6 +22,20 @@ FileSource = Path | FileMap
 #: a task or a user names it (a backend that cannot fork is otherwise an error, never a fallback).
 VerifierMode = Literal["outputs", "full", "in-place"]
 VERIFIER_MODES: tuple[VerifierMode, ...] = ("outputs", "full", "in-place")
+
+
+class Verification(Protocol):
+    """A task kind's own way of checking the agent's work, used instead of running ``tests/test.sh``.
+
+    A kind whose grading is not "run a script that writes a reward file" (SWE-bench-format tasks:
+    carry the agent's diff into a fresh sandbox, run the eval script, grade its log on the host)
+    declares it here, on the task, so the generic verifier dispatches on data rather than on the
+    task's origin. ``verify`` returns a ``Verdict`` or raises ``VerifierError`` (an errored episode).
+    """
+
+    kind: str
+
+    async def verify(self, task: Task, sandbox: Sandbox) -> Verdict: ...
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,8 @@ class Task:
     workspace: FileMap = field(default_factory=dict)
     solution: FileSource | None = None
     solution_file: str | None = None
+    #: How the agent's work is checked when not by ``tests/test.sh`` (see ``Verification``).
+    verification: Verification | None = None
     source: str = ""
     metadata: Mapping[str, Any] = field(default_factory=dict)
 

@@ -79,8 +79,11 @@ class Verdict:
 async def verify(task: Task, sandbox: Sandbox) -> Verdict:
     """Run ``task.tests`` against what the agent left in ``sandbox`` and read the reward.
 
-    Raises VerifierError when no usable reward was produced (never a silent 0).
+    Raises VerifierError when no usable reward was produced (never a silent 0). A task that declares
+    its own ``verification`` (e.g. SWE-bench-format tasks) is checked by it instead.
     """
+    if task.verification is not None:
+        return await task.verification.verify(task, sandbox)
     if task.verifier_mode == "in-place":
         return await _verify_uploaded(task, sandbox, "in-place")
     capabilities = declared(sandbox)

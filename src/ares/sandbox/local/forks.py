@@ -10,18 +10,28 @@ this module decides which layers it gets.
 from __future__ import annotations
 
 import asyncio
+import os
 import secrets
-from collections.abc import Sequence
+import shutil
+import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ares.images.rootfs import RootfsPlan
+from ares.images.rootfs import OverlayMount, RootfsPlan
 from ares.sandbox.base import DiffSummary
 from ares.sandbox.local import diff, layers
 from ares.sandbox.local.stack import LayerStack
 
+#: Entries ``drop`` walks at most in a carried layer (an agent may leave millions of files).
+MAX_DROP_WALK = 200_000
+
 
 async def verifier_plan(
-    sandbox_dir: Path, stack: LayerStack, outputs: Sequence[str] | None, workdir: str
+    sandbox_dir: Path,
+    stack: LayerStack,
+    outputs: Sequence[str] | None,
+    workdir: str,
+    drop: Callable[[str], bool] | None = None,
 ) -> tuple[RootfsPlan, DiffSummary]:
     """The plan of a verifier fork of the sandbox in ``sandbox_dir`` and what the agent changed
     outside ``outputs`` (or ``workdir``): the bare image plus only ``outputs`` carried over from the
@@ -42,6 +52,8 @@ async def verifier_plan(
             await asyncio.to_thread(layers.write_merged, merged, plan.mounts, layer, kept)
         else:
             await asyncio.to_thread(diff.carry_outputs, upper, plan.mounts, kept, layer)
+        if drop is not None:
+            await asyncio.to_thread(drop_carried, layer, plan.mounts, kept, drop)
     return (stack.image or plan).stacked_on(layer), outside
 
 
@@ -51,3 +63,36 @@ def new_host_dir(sandbox_dir: Path, name: str) -> Path:
     path = sandbox_dir / "host" / f"{name}-{secrets.token_hex(4)}"
     path.mkdir(mode=0o755)
     return path
+
+
+def drop_carried(
+    layer: Path, mounts: Sequence[OverlayMount], outputs: Sequence[str], drop: Callable[[str], bool]
+) -> None:
+    """Remove from a carried ``layer`` every entry below ``outputs`` whose absolute path ``drop``
+    names (a whole subtree for a dir; a whiteout or opaque dir too), so the image's own version shows
+    through in the fork. The layer was written by the agent: nothing here follows a symlink, and the
+    walk is bounded (past the bound the layer is refused rather than half-filtered)."""
+    walked = 0
+    for output in sorted({os.path.normpath(p) for p in outputs}):
+        mount, rel = diff.mount_of(output, mounts)
+        root = layer / mount.key if rel == "." else layer / mount.key / rel
+        stack = [(root, output)]
+        while stack:
+            directory, where = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            for entry in entries:
+                walked += 1
+                if walked > MAX_DROP_WALK:
+                    raise OSError(f"more than {MAX_DROP_WALK} changed entries below {output}; refusing")
+                path = f"{where.rstrip('/')}/{os.fsdecode(entry.name)}"
+                st = entry.stat(follow_symlinks=False)
+                if drop(path):
+                    if stat.S_ISDIR(st.st_mode):
+                        shutil.rmtree(entry.path)
+                    else:
+                        os.unlink(entry.path)
+                elif stat.S_ISDIR(st.st_mode):
+                    stack.append((Path(entry.path), path))

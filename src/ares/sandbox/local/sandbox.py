@@ -21,7 +21,7 @@ import contextlib
 import os
 import signal
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -358,7 +358,11 @@ class LocalSandbox(StartStopContext):
         return sibling
 
     async def fork_verifier(
-        self, *, outputs: Sequence[str] | None, binds: Sequence[BindMount] = ()
+        self,
+        *,
+        outputs: Sequence[str] | None,
+        binds: Sequence[BindMount] = (),
+        drop: Callable[[str], bool] | None = None,
     ) -> VerifierFork:
         """Kill every process here and return an unstarted sandbox for a task's tests, with ``binds``.
 
@@ -367,11 +371,14 @@ class LocalSandbox(StartStopContext):
         not reach the tests; ``outputs=None`` stacks the whole diff (for tasks whose success is system
         state). Either way the fork says what changed outside ``outputs`` (or the workdir). This
         sandbox's files stay until its ``stop()``, which must come after the fork's.
+
+        ``drop`` (outputs mode only) names carried paths (absolute) to leave out: the image's own
+        version of each shows through instead, e.g. a SWE task's ``/testbed/.git``.
         """
         if self._dir is None or self._stack.plan is None:
             raise SandboxError("the sandbox has not been started")
         await self._kill_processes()
-        plan, outside = await forks.verifier_plan(self._dir, self._stack, outputs, self.spec.workdir)
+        plan, outside = await forks.verifier_plan(self._dir, self._stack, outputs, self.spec.workdir, drop)
         return VerifierFork(self._sibling(plan, binds, trusted_shell.IGNORED_HOOKS), outside)
 
     async def trusted_shell(self) -> tuple[Path, trusted_shell.ShellBundle] | None:

@@ -1,0 +1,206 @@
+"""The SWE verifier: the agent's /testbed diff in a fresh sandbox of the pristine image, graded on the host.
+
+1. The agent's sandbox is forked for the verifier (``fork_verifier``, outputs mode): the pristine
+   image plus only the agent's filesystem diff of /testbed, minus the files ``changes.dropped``
+   names (``.git``, git attributes, pytest hooks and config, start-up hooks, byte code), whose image
+   versions show through instead. The agent's git, its processes and everything it changed outside
+   /testbed never reach the grader.
+2. In that fork, through the trusted shell (the image's bash, not one the agent could replace), the
+   image's git writes the agent's change as a diff against ``base_commit`` (kept on the episode for
+   export), then the eval script resets the test files, applies the hidden ``test_patch`` (which only
+   ever exists on the host and in this fork) and runs the tests between the harness's markers.
+3. The host parses and grades the log with the harness's rules (``grading.grade_log``).
+
+Reward 1 iff resolved. A log that cannot be graded is an errored episode (a fault of the task, not
+a 0) when the agent changed nothing or the hidden tests could not be put in place; when the agent's
+change is what broke the run (its code killed or hung the test process, or it printed results that
+the test command's exit status contradicts), the reward is 0 with the reason on record, so that
+breaking the test run is never a way to escape a 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+
+from ares.errors import VerifierError
+from ares.sandbox.base import BindMount, DiffSummary, ExecResult, Sandbox
+from ares.sandbox.capabilities import ArgvSandbox, Capability, VerifierForkingSandbox, declared, require
+from ares.sandbox.files import write_files
+from ares.sandbox.trusted_shell import SHELL_DIR
+from ares.tasks.model import Task
+from ares.tasks.reward_files import LogFiles
+from ares.tasks.swe import changes
+from ares.tasks.swe.grading import SweGrade, SweGradingError, grade_log
+from ares.tasks.verifier import TESTS_DIR, Verdict
+
+#: Bounds of what the episode keeps: the agent's diff and the eval log (head and tail).
+MAX_DIFF_CHARS = 1_000_000
+MAX_LOG_CHARS = 200_000
+#: Grading errors that only the hidden tests' setup can cause (never the agent's carried files).
+TASK_FAULTS = frozenset({"patch_apply_failed", "reset_failed"})
+DIFF_SCRIPT = "diff.sh"
+EVAL_SCRIPT = "eval.sh"
+
+
+@dataclass(frozen=True)
+class SweVerification:
+    """How one SWE instance is graded (a ``Task.verification``); holds the hidden tests on the host."""
+
+    instance_id: str
+    base_commit: str
+    eval_script: str = field(repr=False)
+    fail_to_pass: tuple[str, ...]
+    pass_to_pass: tuple[str, ...]
+    log_parser: str = "pytest"
+    version: str = ""
+    kind: str = "swebench"
+
+    async def verify(self, task: Task, sandbox: Sandbox) -> Verdict:
+        if task.verifier_mode == "in-place":
+            raise VerifierError(
+                f"task {task.id}: SWE tasks are graded only in a fresh sandbox of the pristine image; "
+                "verifier_mode 'in-place' would run the hidden tests where the agent can tamper with them"
+            )
+        if Capability.VERIFIER_FORK not in declared(sandbox):
+            raise VerifierError(
+                f"task {task.id}: the {type(sandbox).__name__} backend cannot fork a verifier sandbox "
+                f"with host binds ('{Capability.VERIFIER_FORK.value}'); SWE grading needs it (use the "
+                "local sandbox)"
+            )
+        forking = require(sandbox, Capability.VERIFIER_FORK, VerifierForkingSandbox)
+        scripts = await asyncio.to_thread(self._write_scripts, forking.host_dir("swe-verifier"))
+        binds = [BindMount(scripts, TESTS_DIR)]
+        shell = await forking.trusted_shell()
+        if shell is not None:
+            binds.append(BindMount(shell[0], SHELL_DIR))
+        fork = await forking.fork_verifier(
+            outputs=(task.workdir,), binds=binds, drop=partial(changes.dropped, workdir=task.workdir)
+        )
+        try:
+            await fork.sandbox.start()
+            patch = await _run(task, fork.sandbox, shell, DIFF_SCRIPT, 120.0)
+            output = await _run(task, fork.sandbox, shell, EVAL_SCRIPT, task.verifier_timeout_s)
+        finally:
+            await fork.sandbox.stop()
+        model_patch = patch.stdout if patch.ok else ""
+        return self._verdict(output, model_patch, patch, fork.outside)
+
+    def _write_scripts(self, dest: Path) -> Path:
+        write_files(dest, {DIFF_SCRIPT: self.diff_script(), EVAL_SCRIPT: "exec 2>&1\n" + self.eval_script})
+        return dest
+
+    def diff_script(self) -> str:
+        """The agent's change as ``git diff`` writes it (binary-safe), on a throwaway index; the
+        image's git and repository (the agent's .git never reaches the fork), no hooks or drivers."""
+        excludes = " ".join(shlex.quote(spec) for spec in changes.DIFF_EXCLUDES)
+        git = "git -c core.hooksPath=/dev/null -c core.attributesFile=/dev/null -c core.fsmonitor=false"
+        base = shlex.quote(self.base_commit)
+        return "\n".join(
+            [
+                "set -eu",
+                "cd /testbed",
+                'export GIT_INDEX_FILE="$(mktemp -d)/index"',
+                f"{git} read-tree {base}",
+                f"{git} add -A -- . {excludes} >/dev/null",
+                f"{git} diff --cached --binary --no-color --no-ext-diff --no-textconv {base} -- . {excludes}",
+                "",
+            ]
+        )
+
+    def _verdict(
+        self, output: ExecResult, model_patch: str, patch_run: ExecResult, outside: DiffSummary
+    ) -> Verdict:
+        log = output.stdout + output.stderr
+        files = {
+            "swe/model.patch": _bounded(model_patch, MAX_DIFF_CHARS),
+            "swe/eval.log": _bounded(log, MAX_LOG_CHARS),
+        }
+        if not patch_run.ok:
+            files["swe/diff-error.txt"] = _bounded(patch_run.stdout + patch_run.stderr, 4000)
+        base = Verdict(float("nan"), {}, output, "outputs", LogFiles(files), outside)
+        try:
+            grade = grade_log(
+                log,
+                self.fail_to_pass,
+                self.pass_to_pass,
+                self.log_parser,
+                instance_id=self.instance_id,
+                version=self.version,
+            )
+        except SweGradingError as exc:
+            return self._ungradable(exc, output, model_patch, base, files)
+        mismatch = _exit_status_contradicts(log, grade)
+        if mismatch:
+            files["swe/grade.json"] = json.dumps({**grade.to_dict(), "rejected": mismatch}, indent=1)
+            return _replace(base, 0.0, {**_terms(grade), "resolved": 0.0, "forged_report": 1.0}, files)
+        files["swe/grade.json"] = json.dumps(grade.to_dict(), indent=1)
+        return _replace(base, grade.reward, _terms(grade), files)
+
+    def _ungradable(
+        self, exc: SweGradingError, output: ExecResult, model_patch: str, base: Verdict, files: dict[str, str]
+    ) -> Verdict:
+        files["swe/grade.json"] = json.dumps(
+            {"resolved": False, "error": exc.reason, "detail": exc.detail, "infra_reason": exc.infra_reason}
+        )
+        agent_caused = (
+            bool(model_patch.strip()) and exc.reason not in TASK_FAULTS and exc.infra_reason is None
+        ) or output.timed_out
+        if agent_caused:
+            return _replace(base, 0.0, {"resolved": 0.0, f"ungradable_{exc.reason}": 1.0}, files)
+        error = VerifierError(f"SWE grading of {self.instance_id} failed: {exc.reason} ({exc.detail})")
+        error.evidence = _replace(base, float("nan"), {}, files)
+        raise error
+
+
+def _terms(grade: SweGrade) -> dict[str, float]:
+    return {
+        "resolved": grade.reward,
+        "f2p_passed": float(len(grade.f2p_passed)),
+        "f2p_failed": float(len(grade.f2p_failed)),
+        "p2p_passed": float(len(grade.p2p_passed)),
+        "p2p_failed": float(len(grade.p2p_failed)),
+    }
+
+
+def _exit_status_contradicts(log: str, grade: SweGrade) -> str | None:
+    """A run whose statuses show no failure while the test command failed printed results it did not
+    get (e.g. fake ``PASSED`` lines after the real ones): a forgery, graded 0."""
+    from ares.tasks.swe import markers
+
+    line = next((ln for ln in log.splitlines() if ln.startswith(markers.TEST_EXIT_CODE)), None)
+    if line is None:
+        return None
+    code = line.partition(":")[2].strip()
+    failing = any(status.value in ("FAILED", "ERROR") for status in grade.statuses.values())
+    if code not in ("0", "") and not failing:
+        return f"the test command exited {code} but the log reports no failing test"
+    return None
+
+
+def _replace(base: Verdict, reward: float, terms: Mapping[str, float], files: dict[str, str]) -> Verdict:
+    return Verdict(reward, dict(terms), base.output, base.mode, LogFiles(dict(files)), base.outside)
+
+
+def _bounded(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - limit} characters cut ...]\n{text[-half:]}"
+
+
+async def _run(
+    task: Task, sandbox: ArgvSandbox, shell: tuple[Path, object] | None, script: str, seconds: float
+) -> ExecResult:
+    """``bash /tests/<script>`` from /testbed, through the trusted shell when the image has bash."""
+    env = {"SHELL": "/bin/bash", **task.env, **task.verifier_env}
+    command = f"bash {TESTS_DIR}/{script}"
+    if shell is None:
+        return await sandbox.exec(command, cwd=task.workdir, env=env, timeout_s=seconds)
+    argv = shell[1].argv(SHELL_DIR, f"{TESTS_DIR}/{script}")  # type: ignore[attr-defined]
+    return await sandbox.exec(command, argv=argv, cwd=task.workdir, env=env, timeout_s=seconds)
