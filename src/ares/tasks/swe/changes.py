@@ -62,5 +62,5 @@ def dropped(path: str, workdir: str = WORKDIR) -> bool:
     path = posixpath.normpath(path)
     if path != workdir and not path.startswith(workdir.rstrip("/") + "/"):
         return True
-    name = posixpath.basename(path)
-    return name in DROPPED_NAMES or name.endswith(DROPPED_SUFFIXES)
+    parts = posixpath.relpath(path, workdir).split("/")
+    return any(name in DROPPED_NAMES or name.endswith(DROPPED_SUFFIXES) for name in parts)
