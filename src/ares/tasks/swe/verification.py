@@ -32,10 +32,10 @@ from ares.errors import VerifierError
 from ares.sandbox.base import BindMount, DiffSummary, ExecResult, Sandbox
 from ares.sandbox.capabilities import ArgvSandbox, Capability, VerifierForkingSandbox, declared, require
 from ares.sandbox.files import write_files
-from ares.sandbox.trusted_shell import SHELL_DIR
+from ares.sandbox.trusted_shell import SHELL_DIR, ShellBundle
 from ares.tasks.model import Task
 from ares.tasks.reward_files import LogFiles
-from ares.tasks.swe import changes
+from ares.tasks.swe import changes, markers
 from ares.tasks.swe.grading import SweGrade, SweGradingError, grade_log
 from ares.tasks.verifier import TESTS_DIR, Verdict
 
@@ -171,8 +171,6 @@ def _terms(grade: SweGrade) -> dict[str, float]:
 def _exit_status_contradicts(log: str, grade: SweGrade) -> str | None:
     """A run whose statuses show no failure while the test command failed printed results it did not
     get (e.g. fake ``PASSED`` lines after the real ones): a forgery, graded 0."""
-    from ares.tasks.swe import markers
-
     line = next((ln for ln in log.splitlines() if ln.startswith(markers.TEST_EXIT_CODE)), None)
     if line is None:
         return None
@@ -195,12 +193,12 @@ def _bounded(text: str, limit: int) -> str:
 
 
 async def _run(
-    task: Task, sandbox: ArgvSandbox, shell: tuple[Path, object] | None, script: str, seconds: float
+    task: Task, sandbox: ArgvSandbox, shell: tuple[Path, ShellBundle] | None, script: str, seconds: float
 ) -> ExecResult:
     """``bash /tests/<script>`` from /testbed, through the trusted shell when the image has bash."""
     env = {"SHELL": "/bin/bash", **task.env, **task.verifier_env}
     command = f"bash {TESTS_DIR}/{script}"
     if shell is None:
         return await sandbox.exec(command, cwd=task.workdir, env=env, timeout_s=seconds)
-    argv = shell[1].argv(SHELL_DIR, f"{TESTS_DIR}/{script}")  # type: ignore[attr-defined]
+    argv = shell[1].argv(SHELL_DIR, f"{TESTS_DIR}/{script}")
     return await sandbox.exec(command, argv=argv, cwd=task.workdir, env=env, timeout_s=seconds)
