@@ -195,6 +195,17 @@ async def test_hidden_tests_that_do_not_apply_end_the_episode_errored(
     assert json.loads(episode["verifier_files"]["swe/grade.json"])["error"] == "patch_apply_failed"
 
 
+@pytest.mark.parametrize(("oracle", "reward"), [(False, 0.0), (True, 1.0)])
+async def test_a_test_dir_turned_into_a_dangling_symlink_is_graded_on_the_merits(
+    project_images: None, oracle: bool, reward: float
+) -> None:
+    """The symlink's target is outside /testbed (not carried): git puts the hidden test file back."""
+    hide = "cp -r toolz/tests /tmp/t && rm -rf toolz/tests && ln -s /tmp/t toolz/tests"
+    result = await _play(_commands(hide, oracle=oracle))
+    episode = _episode(result)
+    assert result.status == "finished" and result.reward == reward, episode.get("error")
+
+
 def test_dropped_paths() -> None:
     kept = ["/testbed/toolz/itertoolz.py", "/testbed/tests/test_x.py", "/testbed/README.md"]
     gone = [

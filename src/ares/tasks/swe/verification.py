@@ -12,10 +12,14 @@
 3. The host parses and grades the log with the harness's rules (``grading.grade_log``).
 
 Reward 1 iff resolved. A log that cannot be graded is an errored episode (a fault of the task, not
-a 0) when the agent changed nothing or the hidden tests could not be put in place; when the agent's
-change is what broke the run (its code killed or hung the test process, or it printed results that
-the test command's exit status contradicts), the reward is 0 with the reason on record, so that
-breaking the test run is never a way to escape a 0.
+a 0) when the grader saw the pristine repository (the agent's kept change is empty) or the harness
+names an infrastructure cause (out of memory, ...). Otherwise the agent's change is what broke the
+run, since ARES itself resets everything else the tests depend on: its code killed or hung the test
+process, it printed results the test command's exit status contradicts, or it turned the test
+directories into symlinks so the hidden tests could not be reset or applied. That is a reward of 0
+with the reason on record, so that breaking the test run is never a way to escape a 0. (A task whose
+hidden tests do not apply at all is found by its oracle and null runs: errored for null, 0 for the
+oracle.)
 """
 
 from __future__ import annotations
@@ -42,8 +46,6 @@ from ares.tasks.verifier import TESTS_DIR, Verdict
 #: Bounds of what the episode keeps: the agent's diff and the eval log (head and tail).
 MAX_DIFF_CHARS = 1_000_000
 MAX_LOG_CHARS = 200_000
-#: Grading errors that only the hidden tests' setup can cause (never the agent's carried files).
-TASK_FAULTS = frozenset({"patch_apply_failed", "reset_failed"})
 DIFF_SCRIPT = "diff.sh"
 EVAL_SCRIPT = "eval.sh"
 
@@ -148,9 +150,7 @@ class SweVerification:
         files["swe/grade.json"] = json.dumps(
             {"resolved": False, "error": exc.reason, "detail": exc.detail, "infra_reason": exc.infra_reason}
         )
-        agent_caused = (
-            bool(model_patch.strip()) and exc.reason not in TASK_FAULTS and exc.infra_reason is None
-        ) or output.timed_out
+        agent_caused = (bool(model_patch.strip()) and exc.infra_reason is None) or output.timed_out
         if agent_caused:
             return _replace(base, 0.0, {"resolved": 0.0, f"ungradable_{exc.reason}": 1.0}, files)
         error = VerifierError(f"SWE grading of {self.instance_id} failed: {exc.reason} ({exc.detail})")
