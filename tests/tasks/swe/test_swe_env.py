@@ -257,3 +257,19 @@ def test_cli_run(project_images: None, tmp_path: Path, policy: str) -> None:
     (episode,) = (json.loads(p.read_text()) for p in (out / "episodes").glob("*.json"))
     assert episode["reward"] == (1.0 if policy == "oracle" else 0.0)
     shutil.rmtree(out)
+
+
+UNREADABLE = r"""cd /testbed
+mkdir -p toolz/__pycache__/deep toolz/tests/.git/objects && touch toolz/__pycache__/deep/x.pyc
+chmod 000 toolz/__pycache__/deep toolz/__pycache__ toolz/tests/.git/objects toolz/tests/.git
+"""
+
+
+@pytest.mark.parametrize(("oracle", "reward"), [(False, 0.0), (True, 1.0)])
+async def test_unreadable_dirs_the_grader_drops_do_not_change_the_outcome(
+    project_images: None, oracle: bool, reward: float
+) -> None:
+    """Byte code and nested .git dirs made unreadable are still dropped: the outcome is the fix's."""
+    result = await _play(_commands(UNREADABLE, oracle=oracle))
+    episode = _episode(result)
+    assert result.status == "finished" and result.reward == reward, episode.get("error")

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import shutil
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ares.core.rmtree import remove_tree
 from ares.images.rootfs import OverlayMount, RootfsPlan
 from ares.sandbox.base import DiffSummary
 from ares.sandbox.local import diff, layers
@@ -90,9 +90,19 @@ def drop_carried(
                 path = f"{where.rstrip('/')}/{os.fsdecode(entry.name)}"
                 st = entry.stat(follow_symlinks=False)
                 if drop(path):
-                    if stat.S_ISDIR(st.st_mode):
-                        shutil.rmtree(entry.path)
-                    else:
-                        os.unlink(entry.path)
+                    # remove_tree never follows a link and copes with dirs the agent made unreadable.
+                    left = remove_tree(entry.path) if stat.S_ISDIR(st.st_mode) else _unlink(entry.path)
+                    if left:
+                        raise OSError(f"cannot drop {path} from the carried changes: {left[0]}")
                 elif stat.S_ISDIR(st.st_mode):
                     stack.append((Path(entry.path), path))
+
+
+def _unlink(path: str) -> list[str]:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        return [f"{path}: {exc.strerror}"]
+    return []
