@@ -228,7 +228,7 @@ def test_preset_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(TaskError, match="placeholders"):
         make("swebench", path=INSTANCES, image_template="reg/{repo}:latest")
     env = make("swebench-tools", path=INSTANCES, tasks="0:2", image_template="reg:5000/sweb.{name}:v1")
-    assert [t.image.name for t in env.tasks] == [
+    assert [t.metadata["image"] for t in env.tasks] == [
         "reg:5000/sweb.mahmoud_1776_boltons-90001:v1", "reg:5000/sweb.mahmoud_1776_boltons-90002:v1",
     ]  # fmt: skip
     dockerfile = make("swebench", path=INSTANCES, tasks=TOOLZ).tasks[0].image.dockerfile_dir
