@@ -151,6 +151,14 @@ class RunConfig:
         return {name: value for name, value in given.items() if value is not None}
 
     @property
+    def env_options(self) -> dict[str, Any]:
+        """``make(preset, **them)``: the task selection, limits and preset options the flags give."""
+        return {
+            "tasks": self.tasks, "shard": self.shard, "step_limit": self.step_limit,
+            "context_limit": self.context_limit, "warm_pool": self.warm_pool, **self.preset_options,
+        }  # fmt: skip
+
+    @property
     def _preset_flags(self) -> dict[str, Any]:
         """The flags that are options of some presets (``Preset.options``), by option name."""
         return {"path": self.path, "split": self.split, "image_template": self.image_template}
