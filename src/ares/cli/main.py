@@ -26,6 +26,7 @@ from rich.table import Table
 
 from ares import tracing
 from ares.cli.common import App, fail, warn
+from ares.cli.datasets import app as datasets_app
 from ares.cli.doctor import doctor
 from ares.cli.export import export as export_command
 from ares.cli.images import app as images_app
@@ -38,6 +39,7 @@ from ares.cli.run_options import (
     BaseUrlOption,
     ConcurrencyOption,
     ContextLimitOption,
+    DatasetOption,
     EpisodesOption,
     GroupSizeOption,
     ImageTemplateOption,
@@ -50,6 +52,7 @@ from ares.cli.run_options import (
     PresetOption,
     RayActorsOption,
     RayAddressOption,
+    RegistryOption,
     ResumeOption,
     RetriesOption,
     SandboxOption,
@@ -89,6 +92,7 @@ app = App(help="ARES: RL environments for LLM coding agents.", no_args_is_help=T
 console = Console()
 app.add_typer(images_app, name="images")
 app.add_typer(sandboxes_app, name="sandboxes")
+app.add_typer(datasets_app, name="datasets")
 app.add_typer(trace_app, name="trace")
 app.command("export")(export_command)
 app.command()(doctor)
@@ -123,6 +127,8 @@ def run(
     context_limit: ContextLimitOption = None,
     group_size: GroupSizeOption = 1,
     path: PathOption = None,
+    dataset: DatasetOption = None,
+    registry: RegistryOption = None,
     split: SplitOption = None,
     image_template: ImageTemplateOption = None,
     verifier_mode: VerifierModeOption = None,
