@@ -58,6 +58,19 @@ def test_tasks_load_at_the_pinned_commit_with_registry_names(tmp_path: Path, rep
     assert _staging(cache) == []
 
 
+def test_a_server_that_filters_blobs_gives_a_partial_clone_of_the_task_paths(
+    tmp_path: Path, repo: TaskRepo
+) -> None:
+    """With ``uploadpack.allowFilter`` the depth-1 fetch leaves blobs behind; checkout fetches those of
+    the task paths."""
+    git(repo.path, "config", "uploadpack.allowFilter", "true")
+    cache = tmp_path / "cache"
+    tasks = load_registry_dataset("demo", registry=_registry(tmp_path, repo), cache_dir=cache)
+    assert all(PINNED_MARK in t.instruction for t in tasks)
+    [key] = _entries(cache)
+    assert sorted(p.name for p in (cache / "datasets" / "git" / key / "tree").iterdir()) == ["tasks"]
+
+
 def test_a_cache_hit_needs_neither_the_repository_nor_git(
     tmp_path: Path, repo: TaskRepo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
