@@ -38,6 +38,8 @@ def test_commit_ids_are_lowercased_and_paths_normalized() -> None:
     [task] = resolve(_registry(_one(commit=SHA.upper(), path="./tasks//t1/")), "demo").tasks()
     assert (task.commit, task.path) == (SHA, "tasks/t1")
     assert resolve(_registry(_one(path=".")), "demo").tasks()[0].path == "."
+    odd = "adapters/swe_bench/django__django-11099@v1,+=x"
+    assert resolve(_registry(_one(path=odd)), "demo").tasks()[0].path == odd
 
 
 def test_unknown_dataset_names_the_close_ones() -> None:

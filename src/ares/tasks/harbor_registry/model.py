@@ -35,7 +35,7 @@ _SSH_ALIASES = {"git+ssh": "ssh", "ssh+git": "ssh"}
 _COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 #: Characters of a task path's components: plain names only, so a path is never read as a pattern
 #: (git's sparse-checkout patterns give ``*``, ``?``, ``[``, ``!`` and ``#`` a meaning).
-_PATH_PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@,-]*")
+_PATH_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+=@,-]*")
 _SCP_LIKE = re.compile(r"[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^/]")
 _HELPER = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*::")
 
@@ -169,7 +169,7 @@ def check_task_path(value: Any, where: str) -> str:
         if part.lower() == ".git" or not _PATH_PART.fullmatch(part):
             raise DatasetError(
                 f"{where}: path {value!r} has the component {part!r}; components must be plain names "
-                "(letters, digits and . _ + = @ , -, not starting with a dot or dash, not .git)"
+                "(letters, digits and . _ + = @ , -, not starting with a dot or a dash, not .git)"
             )
     return posixpath.join(*parts) if parts else "."
 
