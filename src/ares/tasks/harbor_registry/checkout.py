@@ -90,9 +90,9 @@ def _build(staging: Path, git_url: str, commit: str, paths: list[str]) -> None:
         try:
             _fetch_and_check_out(tree, git_url, commit, paths, shallow=False)
         except GitError as full:
-            raise DatasetError(
-                f"cannot fetch {git_url} at {commit}: {shallow}; a full fetch failed too: {full}"
-            ) from None
+            same = str(full) == str(shallow)
+            also = "(a full fetch failed the same way)" if same else f"; a full fetch failed too: {full}"
+            raise DatasetError(f"cannot fetch {git_url} at {commit}: {shallow} {also}") from None
     head = run_git(tree, "rev-parse", "--verify", "HEAD^{commit}").strip()
     if head != commit:
         raise DatasetError(f"{git_url}: checked out {head}, not the pinned commit {commit}")

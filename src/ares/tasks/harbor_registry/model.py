@@ -183,13 +183,13 @@ def check_git_url(value: Any, where: str, *, remote: bool) -> str:
             "repository are local directories: run them with --path DIR)"
         )
     url = value.strip()
-    if not url.isprintable() or any(ch.isspace() for ch in url) or url.startswith("-"):
-        raise DatasetError(f"{where}: git_url {value!r} has spaces, control characters or a leading '-'")
     if _HELPER.match(url):
         raise DatasetError(
             f"{where}: git_url {value!r} names a git remote helper ('{url.split('::')[0]}::'), which "
             "can run commands; use an https://, ssh:// or git:// URL"
         )
+    if not url.isprintable() or any(ch.isspace() for ch in url) or url.startswith("-"):
+        raise DatasetError(f"{where}: git_url {value!r} has spaces, control characters or a leading '-'")
     try:
         scheme = _scheme(url)
         host = (urlsplit(url).hostname or "") if "://" in url else ""
