@@ -26,6 +26,7 @@ from rich.table import Table
 
 from ares import tracing
 from ares.cli.common import App, fail, warn
+from ares.cli.datasets import app as datasets_app
 from ares.cli.doctor import doctor
 from ares.cli.engine_check import check_engine
 from ares.cli.export import export as export_command
@@ -39,6 +40,7 @@ from ares.cli.run_options import (
     BaseUrlOption,
     ConcurrencyOption,
     ContextLimitOption,
+    DatasetOption,
     EpisodesOption,
     GroupSizeOption,
     ImageTemplateOption,
@@ -51,6 +53,7 @@ from ares.cli.run_options import (
     PresetOption,
     RayActorsOption,
     RayAddressOption,
+    RegistryOption,
     ResumeOption,
     RetriesOption,
     SandboxOption,
@@ -92,6 +95,7 @@ console = Console()
 app.add_typer(images_app, name="images")
 app.add_typer(sandboxes_app, name="sandboxes")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(datasets_app, name="datasets")
 app.add_typer(trace_app, name="trace")
 app.command("export")(export_command)
 app.command()(doctor)
@@ -126,6 +130,8 @@ def run(
     context_limit: ContextLimitOption = None,
     group_size: GroupSizeOption = 1,
     path: PathOption = None,
+    dataset: DatasetOption = None,
+    registry: RegistryOption = None,
     split: SplitOption = None,
     image_template: ImageTemplateOption = None,
     verifier_mode: VerifierModeOption = None,
