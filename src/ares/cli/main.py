@@ -70,6 +70,7 @@ from ares.cli.run_options import (
     WarmPoolOption,
 )
 from ares.cli.sandboxes import app as sandboxes_app
+from ares.cli.swe_eval import swe_eval
 from ares.cli.trace import app as trace_app
 from ares.cli.view import view
 from ares.core.closing import AsyncClosable, Closable
@@ -91,6 +92,7 @@ app.add_typer(images_app, name="images")
 app.add_typer(sandboxes_app, name="sandboxes")
 app.add_typer(trace_app, name="trace")
 app.command("export")(export_command)
+app.command("eval")(swe_eval)
 app.command()(doctor)
 app.command()(view)
 
