@@ -120,7 +120,8 @@ def _summary(run: EvalRun, report_path: Path) -> None:
     console.print(table)
     for result in run.errored[:_MAX_ERRORS_SHOWN]:
         message = (result.error or "").strip().splitlines()
-        console.print(f"error: {result.instance_id}: {message[0] if message else '?'}", markup=False)
+        line = f"error: {result.instance_id}: {message[0] if message else '?'}"
+        console.print(line, markup=False, soft_wrap=True)
     if len(run.errored) > _MAX_ERRORS_SHOWN:
         console.print(f"... and {len(run.errored) - _MAX_ERRORS_SHOWN} more errors (see {report_path})")
 
