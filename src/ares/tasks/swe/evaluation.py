@@ -45,7 +45,7 @@ from ares.tasks.swe.eval_report import (
 from ares.tasks.swe.prediction_agent import ApplyOutcome, PredictionAgentFactory
 from ares.tasks.swe.predictions import Prediction, PredictionsError
 
-DEFAULT_CONCURRENCY = 4
+DEFAULT_CONCURRENCY = 8
 _SHOWN_IDS = 5
 
 
