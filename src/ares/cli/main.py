@@ -74,6 +74,7 @@ from ares.cli.run_options import (
     WarmPoolOption,
 )
 from ares.cli.sandboxes import app as sandboxes_app
+from ares.cli.swe_eval import swe_eval
 from ares.cli.tasks import app as tasks_app
 from ares.cli.trace import app as trace_app
 from ares.cli.view import view
@@ -98,6 +99,7 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(datasets_app, name="datasets")
 app.add_typer(trace_app, name="trace")
 app.command("export")(export_command)
+app.command("eval")(swe_eval)
 app.command()(doctor)
 app.command()(view)
 
