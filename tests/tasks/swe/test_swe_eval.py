@@ -8,7 +8,6 @@ One ``ares eval`` run serves the module (each graded instance is a sandbox and a
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import json
 import os
@@ -19,13 +18,11 @@ from typing import Any
 
 import pytest
 
-from ares.sandbox.local.images import local_builder
 from ares.tasks.swe.harness import load_harness, swebench_available
 from ares.tasks.swe.patches import reverse_patch
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "swe"
 INSTANCES = FIXTURES / "instances.jsonl"
-PROJECTS = {"toolz": "1.2.0", "tomlkit": "0.15.2", "boltons": "26.2.0"}
 GOLD = ["pytoolz__toolz-90001", "python-poetry__tomlkit-90004", "mahmoud__boltons-90001"]
 EMPTY = {"pytoolz__toolz-90002": "", "mahmoud__boltons-90002": None}
 NOT_APPLYING = "python-poetry__tomlkit-90001"
@@ -42,18 +39,6 @@ def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str
     env = {**os.environ, "ARES_IMAGE_FALLBACK": os.environ.get("ARES_IMAGE_FALLBACK", "offline")}
     command = [sys.executable, "-m", "ares.cli.main", *args]
     return subprocess.run(command, capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
-
-
-@pytest.fixture(scope="module")
-def project_images() -> None:
-    """The per-project images the per-instance Dockerfiles start FROM (cached by the builder)."""
-
-    async def build() -> None:
-        builder = local_builder()
-        for name, version in PROJECTS.items():
-            await builder.build(FIXTURES / "images" / name, tags=(f"ares-swe/{name}:{version}",))
-
-    asyncio.run(build())
 
 
 def _predictions() -> list[dict[str, Any]]:

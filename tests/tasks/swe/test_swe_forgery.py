@@ -21,7 +21,6 @@ from swe_forgeries import FORGERIES, SweForgery
 from ares.policies.scripted import ReplayPolicy, oracle_command
 from ares.registry import make
 from ares.rollout.runner import run_episode
-from ares.sandbox.local.images import local_builder
 from ares.tasks.swe.harness import swebench_available
 from nobody_python import SKIP_REASON, can_drop, nobody_python
 
@@ -52,13 +51,6 @@ asyncio.run(main())
 pytestmark = pytest.mark.skipif(not swebench_available(), reason="needs swebench + unidiff (ares[swe])")
 
 
-@pytest.fixture(scope="module")
-def toolz_image() -> None:
-    import asyncio
-
-    asyncio.run(local_builder().build(FIXTURES / "images" / "toolz", tags=("ares-swe/toolz:1.2.0",)))
-
-
 def _policy(script: str, *, fix: bool) -> Any:
     def factory(task: Any, fmt: Any) -> ReplayPolicy:
         steps = [fmt.command(f"cd /testbed\n{script}")]
@@ -76,7 +68,7 @@ async def _play(forgery: SweForgery, *, fix: bool = False) -> tuple[Any, dict[st
 
 
 @pytest.mark.parametrize("forgery", FORGERIES, ids=lambda f: f.name)
-async def test_forgery_scores_zero_as_root(toolz_image: None, forgery: SweForgery) -> None:
+async def test_forgery_scores_zero_as_root(project_images: None, forgery: SweForgery) -> None:
     result, episode = await _play(forgery)
     assert result.status == "finished", episode.get("error")
     assert result.reward == 0.0, (
