@@ -127,13 +127,19 @@ def swerebench() -> dict[str, Any]:
 
 
 def r2egym() -> dict[str, Any]:
-    commit = {"old_commit_hash": "5b6d5a8b3e2f0c1d9e8f7a6b5c4d3e2f1a0b9c8d", "file_diffs": []}
+    fix = {
+        "header": {"file": {"path": "aiohttp/web_response.py"}},
+        "old_file_content": "def enable_compression(force=None):\n    return None\n",
+        "new_file_content": "def enable_compression(force=None):\n    return force\n",
+    }
+    commit = {"old_commit_hash": "5b6d5a8b3e2f0c1d9e8f7a6b5c4d3e2f1a0b9c8d", "file_diffs": [fix]}
+    tests = {"test_file_names": ["test_1.py"], "test_file_codes": ["def test_plain():\n    pass\n"]}
     return {
         "repo_name": "aiohttp",
         "docker_image": "namanjain12/aiohttp_final:f0d74880deec8fcd982bce639c93c5e130d41198",
         "commit_hash": "f0d74880deec8fcd982bce639c93c5e130d41198",
         "parsed_commit_content": json.dumps(commit),
-        "execution_result_content": "{}",
+        "execution_result_content": json.dumps(tests),
         "modified_files": ["aiohttp/web_response.py"],
         "relevant_files": [],
         "num_non_test_files": 1,

@@ -77,8 +77,12 @@ def test_r2egym_expected_output():
         "test_1::test_plain": "PASSED",
     }
     assert inst.image and inst.image.startswith("namanjain12/aiohttp_final:")
-    assert inst.fail_to_pass == () and inst.patch == "" and not inst.has_gold_patch
+    assert inst.fail_to_pass == () and inst.has_gold_patch
+    assert inst.patch.startswith("diff --git a/aiohttp/web_response.py b/aiohttp/web_response.py\n")
+    assert "-    return None\n+    return force\n" in inst.patch
+    assert inst.hidden_tests == {"test_1.py": "def test_plain():\n    pass\n"}
     assert inst.metadata["modified_files"] == ["aiohttp/web_response.py"]
+    assert "execution_result_content" not in inst.metadata  # the hidden tests stay out of the metadata
 
 
 def test_swesmith_bug_and_fix(tmp_path: Path):

@@ -15,7 +15,8 @@ own version (or none) is what the grader sees. A legitimate fix never needs them
 * package metadata (``*.egg-info``, ``*.dist-info``, ``*.egg-link``): an editable install's
   ``entry_points.txt`` registers pytest plugins, and the image's build wrote these, not the agent;
 * byte code (``__pycache__``, ``*.pyc``): a planted ``.pyc`` whose header matches an unchanged
-  source file's size and mtime would run instead of that source (conftest.py included).
+  source file's size and mtime would run instead of that source (conftest.py included);
+* ``.venv``: R2E-Gym images keep the test environment (pytest included) inside ``/testbed``.
 
 What remains (the library code) is the agent's answer, and it does run inside the test process: a
 change that rewrites pytest's reporting from library code is beyond what any log grader can see.
@@ -41,6 +42,7 @@ DROPPED_NAMES = frozenset(
         "sitecustomize.py",
         "usercustomize.py",
         "__pycache__",
+        ".venv",
     }
 )
 DROPPED_SUFFIXES = (".pth", ".pyc", ".pyo", ".egg-info", ".dist-info", ".egg-link")

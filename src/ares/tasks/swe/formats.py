@@ -19,7 +19,8 @@ Formats, how each is detected, and how it maps onto ``SweInstance``:
 - ``r2egym``: ``expected_output_json`` (or ``repo_name`` + ``docker_image``). ``repo_name`` -> repo,
   ``docker_image`` -> image, id ``<repo_name>-<commit_hash[:12]>``, base_commit from
   ``parsed_commit_content.old_commit_hash``, ``expected_output_json`` -> ``expected_output``,
-  test_cmd the image's ``/root/run_tests.sh``; no gold diff (it stays in parsed_commit_content).
+  the gold diff rebuilt from ``parsed_commit_content``'s non-test files, the hidden tests from
+  ``execution_result_content`` (``r2e.py``), test_cmd the image's ``run_tests.sh`` (moved to /root).
 
 Every other key of a row is kept in ``SweInstance.metadata``.
 """
@@ -32,12 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ares.errors import TaskError
+from ares.tasks.swe import r2e
 from ares.tasks.swe.instance import SWE_FORMATS, SweFormat, SweInstance
 from ares.tasks.swe.patches import reverse_patch
 
 _SWEBENCH_KEYS = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
 _SWEBENCH5_KEYS = ("image", "eval_script", "log_parser")
-_R2E_TEST_CMD = "bash /root/run_tests.sh"
+_R2E_TEST_CMD = f"bash {r2e.RUN_TESTS}"
 
 #: Keys copied into named fields (everything else lands in metadata).
 _NAMED = frozenset(
@@ -53,6 +55,8 @@ _NAMED = frozenset(
         "docker_image",
         "repo_name",
         "expected_output_json",
+        "parsed_commit_content",
+        "execution_result_content",
     }
 )
 
@@ -253,18 +257,25 @@ def _r2egym(fields: _Fields, fmt: SweFormat) -> SweInstance:
     expected = fields.mapping("expected_output_json")
     if not all(isinstance(value, str) for value in expected.values()):
         raise fields.error("expected_output_json", "must map test ids to statuses (strings)", "fix it")
-    base = ""
-    if fields.row.get("parsed_commit_content"):
-        base = str(fields.mapping("parsed_commit_content").get("old_commit_hash") or "")
+    commit = fields.mapping("parsed_commit_content")
+    base = str(commit.get("old_commit_hash") or "")
+    if not base:
+        raise fields.error("parsed_commit_content", "has no old_commit_hash", "add the buggy commit's hash")
+    try:
+        tests = r2e.hidden_tests(fields.mapping("execution_result_content"))
+    except ValueError as exc:
+        raise fields.error("execution_result_content", str(exc), "it must carry the generated tests") from exc
     return SweInstance(
         instance_id=instance_id,
         repo=repo_name,
         base_commit=base,
         problem_statement=fields.nonempty("problem_statement"),
         format=fmt,
+        patch=r2e.gold_patch(commit),
         image=fields.nonempty("docker_image"),
         test_cmd=_R2E_TEST_CMD,
         expected_output=expected,
+        hidden_tests=tests,
         source=fields.where,
         metadata=fields.extra(),
     )

@@ -26,12 +26,11 @@ from ares.tasks.swe.changes import WORKDIR
 _GIT_FUNCTION = 'g() { git -c core.hooksPath=/dev/null -c gc.auto=0 -c advice.detachedHead=false "$@"; }'
 
 
-def hygiene_script(base_commit: str, repo: str = WORKDIR) -> str:
-    """One shell line (a Dockerfile ``RUN``) leaving ``repo`` at ``base_commit`` with no other history."""
+def hygiene_script(base_commit: str, repo: str = WORKDIR, extra: tuple[str, ...] = ()) -> str:
+    """One shell line (a Dockerfile ``RUN``) leaving ``repo`` at ``base_commit`` with no other history,
+    then the ``extra`` steps (a format's own clean-up, e.g. R2E-Gym's hidden tests)."""
     base, where = shlex.quote(base_commit), shlex.quote(repo)
-    steps = [
-        "set -e",
-        f"if [ ! -d {where}/.git ]; then exit 0; fi",
+    git_steps = [
         f"cd {where}",
         _GIT_FUNCTION,
         f"g checkout -q --detach {base}",
@@ -43,11 +42,14 @@ def hygiene_script(base_commit: str, repo: str = WORKDIR) -> str:
         "g worktree prune",
         "rm -f .git/ORIG_HEAD .git/FETCH_HEAD .git/MERGE_HEAD .git/CHERRY_PICK_HEAD",
         "g gc -q --prune=now",
+        "cd /",
     ]
-    return "; ".join(steps)
+    return "; ".join(["set -e", f"if [ -d {where}/.git ]; then {'; '.join(git_steps)}; fi", *extra])
 
 
-def clean_image(name: str, base_commit: str, cache_dir: Path | None = None) -> ImageSpec:
+def clean_image(
+    name: str, base_commit: str, cache_dir: Path | None = None, extra: tuple[str, ...] = ()
+) -> ImageSpec:
     """The derived image of ``name`` whose /testbed holds only history up to ``base_commit``.
 
     Its Dockerfile is written once under the cache (``swe/clean-images/<digest>/``); the builder
@@ -55,7 +57,7 @@ def clean_image(name: str, base_commit: str, cache_dir: Path | None = None) -> I
     """
     text = (
         f"# {name} with /testbed's history cut at {base_commit} (ares.tasks.swe.hygiene)\n"
-        f"FROM {name}\nRUN {hygiene_script(base_commit)}\n"
+        f"FROM {name}\nRUN {hygiene_script(base_commit, extra=extra)}\n"
     )
     digest = hashlib.sha256(text.encode()).hexdigest()[:24]
     home = (cache_dir or default_cache_dir()) / "swe" / "clean-images" / digest

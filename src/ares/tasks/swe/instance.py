@@ -21,16 +21,17 @@ SWE_FORMATS: tuple[SweFormat, ...] = ("swebench", "swebench5", "swegym", "swesmi
 class SweInstance:
     """A repository-level task: the repo at ``base_commit`` in an image, an issue text, hidden tests.
 
-    ``patch`` is the gold fix (the oracle's answer) as a unified diff against ``base_commit``; empty
-    when the dataset does not carry one (R2E-Gym keeps its fix inside ``parsed_commit_content``).
+    ``patch`` is the gold fix (the oracle's answer) as a unified diff against ``base_commit`` (for
+    R2E-Gym, rebuilt from ``parsed_commit_content``).
     ``bug_patch`` is set only for synthetic-bug datasets (SWE-smith), whose rows carry the diff that
     *introduces* the bug; there ``patch`` is that diff reversed, so every format has the fix in the
     same place. ``test_patch`` adds or updates the hidden tests; it is applied only by the verifier.
 
     Grading: ``fail_to_pass``/``pass_to_pass`` are test ids as the log parser names them. R2E-Gym
-    instead grades by ``expected_output`` (test id -> status, the whole map must match), and keeps
-    F2P/P2P empty. ``eval_script``/``test_cmd``/``log_parser`` are set when the row says how its tests
-    run (SWE-bench 5.x, SWE-rebench, R2E-Gym); otherwise the grader uses the harness's per-repo specs.
+    instead grades by ``expected_output`` (test id -> status, the whole map must match) after adding
+    ``hidden_tests``, and keeps F2P/P2P empty. ``eval_script``/``test_cmd``/``log_parser`` are set
+    when the row says how its tests run (SWE-bench 5.x, SWE-rebench, R2E-Gym); otherwise the grader
+    uses the harness's per-repo specs.
 
     ``image`` is the row's own image name (``None`` when the format has none); ``images.image_for``
     resolves the final name, applying templates.
@@ -54,6 +55,8 @@ class SweInstance:
     log_parser: str | None = None
     bug_patch: str | None = None
     expected_output: Mapping[str, str] | None = None
+    #: Hidden test files the grader adds (R2E-Gym's generated tests: file name -> code); host only.
+    hidden_tests: Mapping[str, str] | None = None
     #: Where the row came from ("file.jsonl:12"), for error messages and reports.
     source: str = ""
     #: The row's other fields, unchanged (created_at, install_config, meta, ...).

@@ -19,20 +19,25 @@ everything that steers the test tools (``changes``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 
 from ares.tasks.swe import markers
-from ares.tasks.swe.grading import SweGrade, TestStatus, parse_log
+from ares.tasks.swe.grading import SweGrade, TestStatus
 
 #: pytest's last line: ``==== 1 failed, 49 passed in 0.12s ====`` (also "no tests ran in ...").
 _PYTEST_SESSION_END = re.compile(r"^=+ .*\bin \d+(\.\d+)?s\b.* =+$")
 
 
-def rejection(log: str, grade: SweGrade, parser: str) -> tuple[str, str] | None:
+#: Statuses a piece of log holds, by the instance's parser; None where the parser is not pytest's.
+Parse = Callable[[str], Mapping[str, object] | None]
+
+
+def rejection(log: str, grade: SweGrade, parse: Parse) -> tuple[str, str] | None:
     """``(reward term, reason)`` when the log's results are not the run's own, else None."""
     mismatch = _exit_status_contradicts(log, grade)
     if mismatch:
         return "forged_report", mismatch
-    late = _results_after_session(log, parser)
+    late = _results_after_session(log, parse)
     if late:
         return (
             "results_after_session",
@@ -55,12 +60,10 @@ def _exit_status_contradicts(log: str, grade: SweGrade) -> str | None:
     return None
 
 
-def _results_after_session(log: str, parser: str) -> list[str]:
+def _results_after_session(log: str, parse: Parse) -> list[str]:
     """Tests named by status lines between pytest's last summary line and the end-of-output marker."""
-    if "pytest" not in parser:
-        return []
     lines = log.split(markers.END_TEST_OUTPUT, 1)[0].splitlines()
     ends = [i for i, line in enumerate(lines) if _PYTEST_SESSION_END.match(line.strip())]
     if not ends:
         return []
-    return sorted(parse_log("\n".join(lines[ends[-1] + 1 :]), parser))
+    return sorted(parse("\n".join(lines[ends[-1] + 1 :])) or {})

@@ -25,6 +25,7 @@ from typing import Any
 from ares.errors import TaskError
 from ares.sandbox.base import ImageSpec
 from ares.tasks.model import Task
+from ares.tasks.swe import r2e
 from ares.tasks.swe.changes import WORKDIR
 from ares.tasks.swe.eval_script import OFFICIAL_ENV_SETUP, make_eval_script
 from ares.tasks.swe.hygiene import clean_image
@@ -33,6 +34,7 @@ from ares.tasks.swe.instance import SweInstance
 from ares.tasks.swe.load import load_swe_instances
 from ares.tasks.swe.statement import clean_statement
 from ares.tasks.swe.verification import SweVerification
+from ares.tasks.verifier import TESTS_DIR
 
 DEFAULT_TEST_CMD = "pytest -rA"
 DEFAULT_PARSER = "pytest"
@@ -90,18 +92,15 @@ def swe_task(
     spec: SweSpec | None = None,
 ) -> Task:
     """The ARES task of one instance (see the module docstring for the image rules)."""
-    if not instance.has_gold_patch and instance.format != "r2egym":
+    if not instance.has_gold_patch:
         raise TaskError(f"{instance.source}: instance {instance.instance_id} has no gold patch")
-    if instance.expected_output is not None:
-        raise TaskError(
-            f"{instance.source}: {instance.instance_id} is graded by expected output (R2E-Gym), which "
-            "the SWE environment does not run yet"
-        )
     image, requested = _image(instance, image_template, images_dir)
     spec = spec or SweSpec()
     parser = instance.log_parser or spec.log_parser
     official = "sweb.eval." in requested
-    if instance.eval_script:
+    if instance.expected_output is not None:
+        script = r2e.eval_script(instance.test_cmd or r2e.RUN_TESTS, TESTS_DIR)
+    elif instance.eval_script:
         script = instance.eval_script
     else:
         script = make_eval_script(
@@ -118,6 +117,10 @@ def swe_task(
         pass_to_pass=instance.pass_to_pass,
         log_parser=parser,
         version=instance.version,
+        expected_output=instance.expected_output,
+        hidden_files={
+            f"{r2e.TESTS_DIR}/{name}": code for name, code in (instance.hidden_tests or {}).items()
+        },
     )
     return Task(
         id=instance.instance_id,
@@ -143,7 +146,8 @@ def _image(instance: SweInstance, template: str | None, images_dir: Path | None)
         if (candidate / "Dockerfile").is_file():
             return ImageSpec(dockerfile_dir=candidate.resolve()), str(candidate.resolve())
     name = image_for(instance, template)
-    return clean_image(name, instance.base_commit), name
+    extra = r2e.HIDE_STEPS if instance.expected_output is not None else ()
+    return clean_image(name, instance.base_commit, extra=extra), name
 
 
 def _metadata(instance: SweInstance, image: str) -> dict[str, Any]:

@@ -39,8 +39,8 @@ from ares.sandbox.files import write_files
 from ares.sandbox.trusted_shell import SHELL_DIR, ShellBundle
 from ares.tasks.model import Task
 from ares.tasks.reward_files import LogFiles
-from ares.tasks.swe import changes, tamper
-from ares.tasks.swe.grading import SweGrade, SweGradingError, grade_log
+from ares.tasks.swe import changes, r2e, tamper
+from ares.tasks.swe.grading import SweGrade, SweGradingError, grade_log, parse_log
 from ares.tasks.verifier import TESTS_DIR, Verdict
 
 #: Bounds of what the episode keeps: the agent's diff and the eval log (head and tail).
@@ -62,6 +62,10 @@ class SweVerification:
     log_parser: str = "pytest"
     version: str = ""
     kind: str = "swebench"
+    #: R2E-Gym: every test's expected status (graded by ``r2e.grade_expected`` instead of F2P/P2P).
+    expected_output: Mapping[str, str] | None = None
+    #: Hidden test files (path under /tests -> text) the eval script copies into /testbed.
+    hidden_files: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     async def verify(self, task: Task, sandbox: Sandbox) -> Verdict:
         if task.verifier_mode == "in-place":
@@ -94,7 +98,8 @@ class SweVerification:
         return self._verdict(output, model_patch, patch, fork.outside)
 
     def _write_scripts(self, dest: Path) -> Path:
-        write_files(dest, {DIFF_SCRIPT: self.diff_script(), EVAL_SCRIPT: "exec 2>&1\n" + self.eval_script})
+        scripts = {DIFF_SCRIPT: self.diff_script(), EVAL_SCRIPT: "exec 2>&1\n" + self.eval_script}
+        write_files(dest, {**self.hidden_files, **scripts})
         return dest
 
     def diff_script(self) -> str:
@@ -127,23 +132,36 @@ class SweVerification:
             files["swe/diff-error.txt"] = _bounded(patch_run.stdout + patch_run.stderr, 4000)
         base = Verdict(float("nan"), {}, output, "outputs", LogFiles(files), outside)
         try:
-            grade = grade_log(
-                log,
-                self.fail_to_pass,
-                self.pass_to_pass,
-                self.log_parser,
-                instance_id=self.instance_id,
-                version=self.version,
-            )
+            grade = self._grade(log)
         except SweGradingError as exc:
             return self._ungradable(exc, output, model_patch, base, files)
-        rejected = tamper.rejection(log, grade, self.log_parser)
+        rejected = tamper.rejection(log, grade, self._parse)
         if rejected is not None:
             term, why = rejected
             files["swe/grade.json"] = json.dumps({**grade.to_dict(), "rejected": why}, indent=1)
             return _replace(base, 0.0, {**_terms(grade), "resolved": 0.0, term: 1.0}, files)
         files["swe/grade.json"] = json.dumps(grade.to_dict(), indent=1)
         return _replace(base, grade.reward, _terms(grade), files)
+
+    def _grade(self, log: str) -> SweGrade:
+        if self.expected_output is not None:
+            return r2e.grade_expected(log, self.expected_output)
+        return grade_log(
+            log,
+            self.fail_to_pass,
+            self.pass_to_pass,
+            self.log_parser,
+            instance_id=self.instance_id,
+            version=self.version,
+        )
+
+    def _parse(self, text: str) -> Mapping[str, object] | None:
+        """Statuses in a piece of log, by this instance's parser; None when it is not pytest's."""
+        if self.expected_output is not None:
+            return r2e.parse_log("short test summary info\n" + text)
+        if "pytest" not in self.log_parser:
+            return None
+        return parse_log(text, self.log_parser)
 
     def _ungradable(
         self, exc: SweGradingError, output: ExecResult, model_patch: str, base: Verdict, files: dict[str, str]
