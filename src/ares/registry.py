@@ -39,13 +39,30 @@ class Preset:
     agent: Callable[[], AgentFactory] = BashAgentFactory
 
 
-def _harbor_tasks(path: str | Path | None = None) -> list[Task]:
-    """A Harbor dataset (``make``'s ``verifier_mode`` overrides the tasks' own modes afterwards)."""
+def _harbor_tasks(
+    path: str | Path | None = None, dataset: str | None = None, registry: str | Path | None = None
+) -> list[Task]:
+    """A Harbor dataset: a directory, or ``NAME@VERSION`` of a registry (``make``'s ``verifier_mode``
+    overrides the tasks' own modes afterwards)."""
+    if path is not None and dataset is not None:
+        raise UnknownPresetError(
+            "give the harbor presets a dataset directory (path) or a name (dataset), not both"
+        )
+    if registry is not None and dataset is None:
+        raise UnknownPresetError("a registry (--registry) names datasets: add --dataset NAME@VERSION")
+    if dataset is not None:
+        from ares.tasks.harbor_registry import load_registry_dataset  # git and the cache only when used
+
+        return load_registry_dataset(dataset, registry=registry)
     if path is None:
         raise UnknownPresetError(
-            "the harbor preset needs a dataset directory: --path DIR (make('harbor', path=DIR) in Python)"
+            "the harbor presets need a dataset: --path DIR or --dataset NAME@VERSION "
+            "(make('harbor', path=DIR) or make('harbor', dataset='terminal-bench@2.0') in Python)"
         )
     return load_harbor_dataset(Path(path))
+
+
+_HARBOR_OPTIONS = ("path", "dataset", "registry")
 
 
 def _swebench_tasks(
@@ -76,16 +93,16 @@ PRESETS: dict[str, Preset] = {
         lambda: load_humaneval(),
     ),
     "harbor": Preset(
-        "harbor", "a Harbor dataset dir (option path=DIR), bash agent",
-        _harbor_tasks, ("path",),
+        "harbor", "a Harbor dataset (path=DIR, or dataset=NAME@VERSION [registry]), bash agent",
+        _harbor_tasks, _HARBOR_OPTIONS,
     ),
     "humaneval-tools": Preset(
         "humaneval-tools", "164 HumanEval problems, tool-calling agent (bash, file, submit), local sandbox",
         lambda: load_humaneval(), agent=ToolAgentFactory,
     ),
     "harbor-tools": Preset(
-        "harbor-tools", "a Harbor dataset dir (option path=DIR), tool-calling agent",
-        _harbor_tasks, ("path",), agent=ToolAgentFactory,
+        "harbor-tools", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), tool-calling agent",
+        _harbor_tasks, _HARBOR_OPTIONS, agent=ToolAgentFactory,
     ),
     "humaneval-cli": Preset(
         "humaneval-cli",
@@ -93,16 +110,16 @@ PRESETS: dict[str, Preset] = {
         lambda: load_humaneval(), agent=tool_loop_cli,
     ),
     "harbor-cli": Preset(
-        "harbor-cli", "a Harbor dataset dir (option path=DIR), CLI agent via the proxy",
-        _harbor_tasks, ("path",), agent=tool_loop_cli,
+        "harbor-cli", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), CLI agent via the proxy",
+        _harbor_tasks, _HARBOR_OPTIONS, agent=tool_loop_cli,
     ),
     "humaneval-mswea": Preset(
         "humaneval-mswea", "164 HumanEval problems, the real mini-swe-agent (ares[mswea]), local sandbox",
         lambda: load_humaneval(), agent=_mini_swe_agent,
     ),
     "harbor-mswea": Preset(
-        "harbor-mswea", "a Harbor dataset dir (option path=DIR), the real mini-swe-agent",
-        _harbor_tasks, ("path",), agent=_mini_swe_agent,
+        "harbor-mswea", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), the real mini-swe-agent",
+        _harbor_tasks, _HARBOR_OPTIONS, agent=_mini_swe_agent,
     ),
     "swebench": Preset(
         "swebench", "SWE-bench-format instances (path=FILE|DIR, split, image_template), bash agent",
@@ -125,8 +142,8 @@ PRESETS: dict[str, Preset] = {
         lambda: load_humaneval(), agent=SingleTurnAgentFactory,
     ),
     "harbor-single": Preset(
-        "harbor-single", "Harbor tasks declaring [ares.agent] solution_file (path=DIR), single-turn agent",
-        _harbor_tasks, ("path",), agent=SingleTurnAgentFactory,
+        "harbor-single", "Harbor tasks with [ares.agent] solution_file (path or dataset), single-turn agent",
+        _harbor_tasks, _HARBOR_OPTIONS, agent=SingleTurnAgentFactory,
     ),
 }  # fmt: skip
 

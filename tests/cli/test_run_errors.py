@@ -74,7 +74,10 @@ CASES = {
         ["run", "humaneval", "--script", "x.jsonl"],
         "--script applies to --policy scripted",
     ),
-    "harbor without path": (["run", "harbor"], "the harbor preset needs a dataset directory: --path DIR"),
+    "harbor without path": (
+        ["run", "harbor"],
+        "the harbor preset needs a dataset: --path DIR or --dataset NAME@VERSION",
+    ),
     "harbor bad path": (
         ["run", "harbor", "--path", "/nonexistent"],
         "--path /nonexistent is not a directory",

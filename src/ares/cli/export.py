@@ -7,6 +7,7 @@ the complete trajectory supersedes the partial ones (``ares.records.loader.super
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -20,6 +21,7 @@ from ares.records.exports import (
     write_atif,
     write_sft_jsonl,
     write_steps_parquet,
+    write_swebench_predictions,
     write_turns_jsonl,
     write_turns_parquet,
 )
@@ -35,12 +37,15 @@ _DEFAULT_OUT = {
     "steps": "steps.parquet",
     "atif": "atif",
     "sequences": "sequences.jsonl",
+    "swebench": "predictions.jsonl",
 }
-#: The record exports plus RL training sequences (``ares.training``: one per episode, token exact).
-EXPORT_FORMATS = (*FORMATS, "sequences")
+#: The record exports plus RL training sequences (``ares.training``: one per episode, token exact) and
+#: SWE-bench predictions (one per SWE instance, for ``ares eval`` or the official harness).
+EXPORT_FORMATS = (*FORMATS, "sequences", "swebench")
 _HELP_FORMAT = (
     "sft (chat JSONL), turns (turn view JSONL), parquet (turn view Parquet, for HF datasets), "
-    "steps (lossless step table Parquet), atif (Harbor ATIF), sequences (token-exact RL samples JSONL)."
+    "steps (lossless step table Parquet), atif (Harbor ATIF), sequences (token-exact RL samples JSONL), "
+    "swebench (SWE-bench predictions.jsonl of SWE episodes)."
 )
 
 
@@ -63,13 +68,23 @@ def export(
     per_turn: Annotated[
         bool, typer.Option("--per-turn", help="sft: one prompt/completion row per turn.")
     ] = False,
+    model_name: Annotated[
+        str | None,
+        typer.Option(
+            "--model-name",
+            help="swebench: model_name_or_path of the predictions (default: the model the responses "
+            "name, else the run's policy).",
+        ),
+    ] = None,
 ) -> None:
-    """Export the episodes recorded under DIRECTORY as SFT JSONL, the turn view, Parquet, ATIF or
-    token-exact RL sequences."""
+    """Export the episodes recorded under DIRECTORY as SFT JSONL, the turn view, Parquet, ATIF,
+    token-exact RL sequences or SWE-bench predictions."""
     if fmt not in EXPORT_FORMATS:
         raise _fail(f"unknown format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if per_turn and fmt != "sft":
         raise _fail("--per-turn applies to --format sft only (the turn view is already one row per turn)")
+    if model_name is not None and fmt != "swebench":
+        raise _fail("--model-name applies to --format swebench only")
     if not directory.exists():
         raise _fail(f"{directory} does not exist")
     source = directory / "trajectories" if (directory / "trajectories").is_dir() else directory
@@ -96,6 +111,18 @@ def export(
             written = f"{write_steps_parquet(kept, target)} step rows"
         elif fmt == "sequences":
             written = f"{write_sequences_jsonl(kept, target)} token sequences"
+        elif fmt == "swebench":
+            export = write_swebench_predictions(
+                kept, target, model_name=model_name, default_model=_run_policy(directory)
+            )
+            if not export.predictions:
+                target.unlink(missing_ok=True)
+                raise _fail(
+                    f"no SWE episode under {source} recorded a model patch ({'; '.join(export.notes())}); "
+                    "run a swebench preset first"
+                )
+            written = f"{len(export.predictions)} predictions"
+            notes.extend(export.notes())
         else:
             paths = write_atif(kept, target)
             written = f"{len(paths)} trajectories"
@@ -110,3 +137,12 @@ def export(
     )
     for note in notes:
         console.print(f"note: {note}", highlight=False, markup=False)
+
+
+def _run_policy(directory: Path) -> str:
+    """The policy of the ``ares run`` whose directory this is (its summary.json), else "ares"."""
+    try:
+        policy = json.loads((directory / "summary.json").read_text()).get("policy")
+    except (OSError, ValueError, AttributeError):
+        return "ares"
+    return policy if isinstance(policy, str) and policy else "ares"

@@ -26,7 +26,9 @@ from rich.table import Table
 
 from ares import tracing
 from ares.cli.common import App, fail, warn
+from ares.cli.datasets import app as datasets_app
 from ares.cli.doctor import doctor
+from ares.cli.engine_check import check_engine
 from ares.cli.export import export as export_command
 from ares.cli.images import app as images_app
 from ares.cli.progress import run_progress
@@ -38,6 +40,7 @@ from ares.cli.run_options import (
     BaseUrlOption,
     ConcurrencyOption,
     ContextLimitOption,
+    DatasetOption,
     EpisodesOption,
     GroupSizeOption,
     ImageTemplateOption,
@@ -50,6 +53,7 @@ from ares.cli.run_options import (
     PresetOption,
     RayActorsOption,
     RayAddressOption,
+    RegistryOption,
     ResumeOption,
     RetriesOption,
     SandboxOption,
@@ -70,11 +74,13 @@ from ares.cli.run_options import (
     WarmPoolOption,
 )
 from ares.cli.sandboxes import app as sandboxes_app
+from ares.cli.swe_eval import swe_eval
+from ares.cli.tasks import app as tasks_app
 from ares.cli.trace import app as trace_app
 from ares.cli.view import view
 from ares.core.closing import AsyncClosable, Closable
 from ares.core.status import EpisodeStatus
-from ares.errors import AresError, SandboxUnavailableError
+from ares.errors import AresError
 from ares.images.progress import build_listener
 from ares.policies import API_POLICIES, make_policy
 from ares.policies.base import TokenExactPolicyFactory
@@ -89,8 +95,11 @@ app = App(help="ARES: RL environments for LLM coding agents.", no_args_is_help=T
 console = Console()
 app.add_typer(images_app, name="images")
 app.add_typer(sandboxes_app, name="sandboxes")
+app.add_typer(tasks_app, name="tasks")
+app.add_typer(datasets_app, name="datasets")
 app.add_typer(trace_app, name="trace")
 app.command("export")(export_command)
+app.command("eval")(swe_eval)
 app.command()(doctor)
 app.command()(view)
 
@@ -123,6 +132,8 @@ def run(
     context_limit: ContextLimitOption = None,
     group_size: GroupSizeOption = 1,
     path: PathOption = None,
+    dataset: DatasetOption = None,
+    registry: RegistryOption = None,
     split: SplitOption = None,
     image_template: ImageTemplateOption = None,
     verifier_mode: VerifierModeOption = None,
@@ -210,17 +221,14 @@ def _load(config: RunConfig) -> tuple[Any, int, Any]:
         raise fail(str(exc)) from None
     if config.policy in API_POLICIES:
         _check_server(policy_factory.client.base_url)  # type: ignore[attr-defined]
-    _check_engine(config.sandbox, sandbox_factory)
+    check_engine(config.sandbox, sandbox_factory)
     return policy_factory, len(env.tasks), sandbox_factory
 
 
 def _env_options(config: RunConfig, policy_factory: Any) -> dict[str, Any]:
     """``make(preset, **them)`` for each environment of the run. A local policy knows its model's
     template and tokenizer: its runs are token exact by default."""
-    options = {
-        "tasks": config.tasks, "shard": config.shard, "step_limit": config.step_limit,
-        "context_limit": config.context_limit, "warm_pool": config.warm_pool, **config.preset_options,
-    }  # fmt: skip
+    options = config.env_options
     if isinstance(policy_factory, TokenExactPolicyFactory):
         options["token_renderer"] = policy_factory.token_renderer()
     return options
@@ -275,29 +283,6 @@ def _check_server(base_url: str) -> None:
             f"nothing answers at {host}:{port} ({reason}) for --base-url {base_url}; episodes will error "
             "until the server is up"
         )
-
-
-#: Environment variables a cloud backend needs (any one of the alternatives), as its sandboxes say.
-CLOUD_CREDENTIALS = {
-    "daytona": ((("DAYTONA_API_KEY",), ("DAYTONA_JWT_TOKEN", "DAYTONA_ORGANIZATION_ID")), "DAYTONA_API_KEY"),
-    "e2b": ((("E2B_API_KEY",),), "E2B_API_KEY"),
-}
-
-
-def _check_engine(sandbox: str, factory: Any) -> None:
-    """A backend that cannot work (no engine answers, no cloud credentials) fails now, not once per
-    episode."""
-    if sandbox in CLOUD_CREDENTIALS:
-        alternatives, main = CLOUD_CREDENTIALS[sandbox]
-        if not any(all(os.environ.get(name) for name in names) for names in alternatives):
-            raise fail(f"the {sandbox} sandbox backend needs credentials: export {main}=YOUR_KEY")
-    engine = getattr(factory, "engine", None)
-    if sandbox != "docker" or engine is None:
-        return
-    try:
-        engine.client_blocking()
-    except SandboxUnavailableError as exc:
-        raise fail(str(exc)) from None
 
 
 def _make_trackers(specs: list[Any], config: dict[str, Any], out_dir: Path, earlier: Any) -> Trackers:

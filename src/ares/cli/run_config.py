@@ -42,6 +42,8 @@ class RunConfig:
     context_limit: int | None = None
     group_size: int = 1
     path: Path | None = None
+    dataset: str | None = None
+    registry: str | None = None
     split: str | None = None
     image_template: str | None = None
     verifier_mode: str | None = None
@@ -117,13 +119,26 @@ class RunConfig:
                 f"--verifier-mode must be one of: {', '.join(VERIFIER_MODES)}; got {self.verifier_mode!r}"
             )
         swe = "image_template" in spec.options  # the swebench presets: a file or a dir
-        if "path" in spec.options and self.path is None:
+        if "dataset" in spec.options:
+            self._check_dataset_options()
+        elif "path" in spec.options and self.path is None:
             need = "an instance file or dir: --path FILE|DIR" if swe else "a dataset directory: --path DIR"
             raise fail(f"the {self.preset} preset needs {need}")
         if self.path is not None and swe and not self.path.exists():
             raise fail(f"--path {self.path} does not exist (a .jsonl/.json/.parquet file or a dataset dir)")
         if self.path is not None and not swe and not self.path.is_dir():
             raise fail(f"--path {self.path} is not a directory (a Harbor dataset dir or a task dir)")
+
+    def _check_dataset_options(self) -> None:
+        """The harbor presets take a dataset dir (--path) or a registry dataset (--dataset), not both."""
+        if self.path is not None and self.dataset is not None:
+            raise fail("--path and --dataset are alternatives: give a dataset directory or a dataset name")
+        if self.registry is not None and self.dataset is None:
+            raise fail("--registry goes with --dataset NAME@VERSION (the dataset to resolve in it)")
+        if self.path is None and self.dataset is None:
+            raise fail(f"the {self.preset} preset needs a dataset: --path DIR or --dataset NAME@VERSION")
+        if self.dataset is not None and not self.dataset.strip().partition("@")[0]:
+            raise fail(f"--dataset {self.dataset!r}: give a dataset name, e.g. terminal-bench@2.0")
 
     def _check_api_options(self) -> None:
         """The API policies' flags go with an API policy (the local policy takes two of them)."""
@@ -151,9 +166,20 @@ class RunConfig:
         return {name: value for name, value in given.items() if value is not None}
 
     @property
+    def env_options(self) -> dict[str, Any]:
+        """``make(preset, **them)``: the task selection, limits and preset options the flags give."""
+        return {
+            "tasks": self.tasks, "shard": self.shard, "step_limit": self.step_limit,
+            "context_limit": self.context_limit, "warm_pool": self.warm_pool, **self.preset_options,
+        }  # fmt: skip
+
+    @property
     def _preset_flags(self) -> dict[str, Any]:
         """The flags that are options of some presets (``Preset.options``), by option name."""
-        return {"path": self.path, "split": self.split, "image_template": self.image_template}
+        return {
+            "path": self.path, "dataset": self.dataset, "registry": self.registry, "split": self.split,
+            "image_template": self.image_template,
+        }  # fmt: skip
 
     @property
     def policy_options(self) -> dict[str, Any]:

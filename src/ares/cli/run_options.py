@@ -41,6 +41,24 @@ PathOption = Annotated[
     Path | None,
     typer.Option("--path", help="A Harbor dataset dir (harbor), or an instance file or dir (swebench)."),
 ]
+DatasetOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dataset",
+        metavar="NAME[@VERSION]",
+        help="harbor presets: a dataset of a Harbor registry, e.g. terminal-bench@2.0, fetched at its "
+        "pinned commits into the cache (instead of --path).",
+    ),
+]
+RegistryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--registry",
+        metavar="FILE|URL",
+        help="--dataset: the Harbor registry.json to resolve it in (default: $ARES_HARBOR_REGISTRY, "
+        "else Harbor's public registry).",
+    ),
+]
 SplitOption = Annotated[
     str | None, typer.Option("--split", help="swebench presets: the dataset split (e.g. test).")
 ]

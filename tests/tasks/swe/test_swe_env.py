@@ -7,7 +7,6 @@ attributes) score 0 or have no effect; an instance whose hidden tests cannot be 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -17,19 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from swe_forgeries import FAKE_LINES, HOOKS, PASS_ALL_PLUGIN
 
 from ares.errors import TaskError, UnknownPresetError
 from ares.policies import make_policy
 from ares.policies.scripted import ReplayPolicy, oracle_command
 from ares.registry import make
 from ares.rollout.runner import run_episode
-from ares.sandbox.local.images import local_builder
 from ares.tasks.swe.changes import dropped
 from ares.tasks.swe.harness import swebench_available
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "swe"
 INSTANCES = FIXTURES / "instances.jsonl"
-PROJECTS = {"toolz": "1.2.0", "tomlkit": "0.15.2", "boltons": "26.2.0", "click": "8.5.1"}
 CASES = [
     "pytoolz__toolz-90001",
     "python-poetry__tomlkit-90004",
@@ -40,18 +38,6 @@ TOOLZ = "pytoolz__toolz-90001"
 TOOLZ_TEST = "toolz/tests/test_itertoolz.py"
 
 pytestmark = pytest.mark.skipif(not swebench_available(), reason="needs swebench + unidiff (ares[swe])")
-
-
-@pytest.fixture(scope="module")
-def project_images() -> None:
-    """The per-project images the per-instance Dockerfiles start FROM (cached by the builder)."""
-
-    async def build() -> None:
-        builder = local_builder()
-        for name, version in PROJECTS.items():
-            await builder.build(FIXTURES / "images" / name, tags=(f"ares-swe/{name}:{version}",))
-
-    asyncio.run(build())
 
 
 async def _play(policy: Any, instance: str = TOOLZ, path: Path = INSTANCES) -> Any:
@@ -121,24 +107,10 @@ async def test_editing_the_hidden_test_file_scores_zero(project_images: None) ->
     assert TOOLZ_TEST in _episode(result)["verifier_files"]["swe/model.patch"]  # recorded, then reset
 
 
-CONFTEST = """import pytest
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    report.outcome = "passed"
-    print("PASSED toolz/tests/test_itertoolz.py::test_tail")
-"""
-FAKE_LINES = """
-import atexit as _atexit
-for _name in ("test_last", "test_tail", "test_tail_of_iterator"):
-    _atexit.register(print, "PASSED toolz/tests/test_itertoolz.py::" + _name)
-"""
-
-
 async def test_a_conftest_that_passes_everything_scores_zero(project_images: None) -> None:
     write = " && ".join(
-        f"cat > {where}/conftest.py <<'EOF'\n{CONFTEST}EOF" for where in ("/testbed", "/testbed/toolz/tests")
+        f"cat > {where}/conftest.py <<'EOF'\n{PASS_ALL_PLUGIN}EOF"
+        for where in ("/testbed", "/testbed/toolz/tests")
     )
     plugin = "mkdir -p /testbed/fake && printf 'import x\\n' > /testbed/fake/sitecustomize.py"
     result = await _play(_commands(write, plugin))
@@ -156,23 +128,11 @@ async def test_fake_passed_lines_from_library_code_score_zero(project_images: No
     assert "PASSED toolz/tests/test_itertoolz.py::test_tail\n" in episode["verifier_files"]["swe/eval.log"]
 
 
-HOOKS = r"""cd /testbed
-for hook in post-checkout pre-applypatch post-applypatch post-index-change; do
-  printf '#!/bin/sh\necho HOOK-RAN\nprintf "def test_tail():\\n    pass\\n" > {test}\n' > .git/hooks/$hook
-  chmod +x .git/hooks/$hook
-done
-git config core.hooksPath .git/hooks
-git config filter.evil.smudge 'sh -c "echo FILTER-RAN >&2; cat"'
-printf '* filter=evil\n*.py -text eol=crlf whitespace=-trailing\n' > .gitattributes
-printf '* filter=evil\n' > toolz/tests/.gitattributes
-""".replace("{test}", TOOLZ_TEST)
-
-
 @pytest.mark.parametrize(("oracle", "reward"), [(False, 0.0), (True, 1.0)])
 async def test_git_hooks_config_and_attributes_have_no_effect(
     project_images: None, oracle: bool, reward: float
 ) -> None:
-    result = await _play(_commands(HOOKS, oracle=oracle))
+    result = await _play(_commands("cd /testbed\n" + HOOKS, oracle=oracle))
     episode = _episode(result)
     assert result.status == "finished" and result.reward == reward, episode["verifier_files"]
     log, patch = episode["verifier_files"]["swe/eval.log"], episode["verifier_files"]["swe/model.patch"]
@@ -228,7 +188,7 @@ def test_preset_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(TaskError, match="placeholders"):
         make("swebench", path=INSTANCES, image_template="reg/{repo}:latest")
     env = make("swebench-tools", path=INSTANCES, tasks="0:2", image_template="reg:5000/sweb.{name}:v1")
-    assert [t.image.name for t in env.tasks] == [
+    assert [t.metadata["image"] for t in env.tasks] == [
         "reg:5000/sweb.mahmoud_1776_boltons-90001:v1", "reg:5000/sweb.mahmoud_1776_boltons-90002:v1",
     ]  # fmt: skip
     dockerfile = make("swebench", path=INSTANCES, tasks=TOOLZ).tasks[0].image.dockerfile_dir

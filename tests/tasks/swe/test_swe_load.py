@@ -130,3 +130,22 @@ def test_file_level_errors(tmp_path: Path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(TaskError, match="holds no instances"):
         load_swe_instances(tmp_path / "empty.jsonl")
+
+
+def test_task_directory_reads_its_instances_file_not_side_files(tmp_path: Path):
+    """A set's directory (``instances.jsonl`` beside specs.json, validation.json, images/) is its rows."""
+    _jsonl(tmp_path / "instances.jsonl", [swe_rows.swebench()])
+    _jsonl(tmp_path / "instances_swegym.jsonl", [swe_rows.swegym()])  # another shape of the same set
+    (tmp_path / "specs.json").write_text(json.dumps({"astropy/astropy": {"4.3": {"test_cmd": "pytest"}}}))
+    (tmp_path / "validation.json").write_text(json.dumps({"tasks": []}))
+    assert _ids(load_swe_instances(tmp_path)) == ["astropy__astropy-12907"]
+    # Without an instances file, every data file but the side files and image dirs is read.
+    (tmp_path / "instances.jsonl").unlink()
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / "meta.json").write_text("{}")
+    assert _ids(load_swe_instances(tmp_path)) == ["getmoto__moto-5752"]
+
+
+def test_fixture_directory_loads_as_the_main_file():
+    fixtures = Path(__file__).parents[2] / "fixtures" / "swe"
+    assert _ids(load_swe_instances(fixtures)) == _ids(load_swe_instances(fixtures / "instances.jsonl"))

@@ -172,8 +172,10 @@ class BuildSession(FileSteps):
     async def _start(self, base: ResolvedBase, index: int) -> _State:
         state = _State(base.key, base.plan, base.config, {}, list(base.layers), base.name, base.substitutions)
         for script in base.setup:
+            # Keyed by the script's text too: a stand-in whose setup changes gets a new layer.
+            script_id = {"script": hashlib.sha256(script.encode()).hexdigest()}
             state = await self._cached(
-                state, f"(base setup for {base.name})", {}, self._script(script), index=index
+                state, f"(base setup for {base.name})", script_id, self._script(script), index=index
             )
         return state
 

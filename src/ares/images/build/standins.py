@@ -2,7 +2,8 @@
 
 * ``ares/host``: the host's system directories (/usr, /bin, /lib*, /etc minus secrets), read-only;
 * ``ares/host-python``: the same plus a cached layer that makes the host's ``python3`` behave like the
-  ``python`` image (``python``/``pip`` on PATH, pip may install system-wide);
+  ``python`` image (``python``/``pip`` first on PATH, pip may install: a venv over the host's
+  site-packages, so it works on an unprivileged host too);
 * ``ares/debian:bookworm``: Debian bookworm (minbase) by debootstrap, built once per cache.
 
 A stand-in is used for a *named* image (``python:3.11-slim``, ``debian:12``, ``ubuntu:24.04``) only
@@ -47,18 +48,22 @@ SUPPORTED = (
     "python:<host major.minor>[-slim|-bookworm|-slim-bookworm] (the host's Python), "
     f"debian:*, ubuntu:*, buildpack-deps:* (Debian {DEBIAN_SUITE} via debootstrap)"
 )
-# Makes the host's Debian Python behave like the python image: pip may install system-wide and
-# `python`/`pip` exist. Runs once as a cached layer.
-PYTHON_SHIM = r"""set -e
+#: Where ``ares/host-python`` keeps its Python environment (first on PATH, like /usr/local in the
+#: python image).
+PYTHON_PREFIX = "/opt/ares-python"
+# Makes the host's Debian Python behave like the python image: `python`, `python3`, `pip` and `pip3`
+# on PATH, and pip installs allowed. A venv over the system site-packages rather than removing Debian's
+# EXTERNALLY-MANAGED marker: the venv is the layer's own, so it works when the sandbox's root does not
+# own the host's /usr (an unprivileged host), and the host's /usr is never written, even in a layer.
+PYTHON_SHIM = rf"""set -e
 if ! python3 -m pip --version >/dev/null 2>&1; then
   echo "the host's python3 has no pip: install it on the host (apt-get install python3-pip)" >&2
   exit 3
 fi
-rm -f /usr/lib/python3*/EXTERNALLY-MANAGED
-mkdir -p /usr/local/bin
-for pair in python:python3 pip:pip3 pip3:pip3; do
-  name=${pair%%:*}; target=$(command -v "${pair#*:}" || true)
-  if [ -n "$target" ] && ! command -v "$name" >/dev/null 2>&1; then ln -s "$target" "/usr/local/bin/$name"; fi
+python3 -m venv --without-pip --system-site-packages {PYTHON_PREFIX}
+for name in pip pip3; do
+  printf '#!/bin/sh\nexec {PYTHON_PREFIX}/bin/python -m pip "$@"\n' > {PYTHON_PREFIX}/bin/$name
+  chmod 755 {PYTHON_PREFIX}/bin/$name
 done
 """
 
@@ -128,7 +133,8 @@ def resolve_standin(name: str) -> BaseImage | None:
             raise UnsupportedBaseError(
                 f"{HOST_PYTHON} needs the host's /usr/bin/python3, which does not exist"
             )
-        config = ImageConfig(env={"PATH": DEFAULT_PATH, "LANG": "C.UTF-8", "PYTHON_VERSION": host})
+        env = {"PATH": f"{PYTHON_PREFIX}/bin:{DEFAULT_PATH}", "LANG": "C.UTF-8", "PYTHON_VERSION": host}
+        config = ImageConfig(env=env)
         return BaseImage(
             HOST_PYTHON, f"python-host:{host_fingerprint()}", "host", config, setup=(PYTHON_SHIM,)
         )

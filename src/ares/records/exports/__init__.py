@@ -8,6 +8,8 @@ answers that row's prompt (the observation before the action), never the next on
   table (one row per recorded step).
 - ``sft``: chat/SFT JSONL, one conversation per episode or one prompt/completion pair per turn.
 - ``atif``: Harbor's Agent Trajectory Interchange Format, one JSON document per episode.
+- ``swebench``: SWE-bench predictions (``instance_id, model_name_or_path, model_patch``) of SWE
+  episodes, the agent's diff as the verifier recorded it (not built on the turn view).
 """
 
 from ares.records.exports.atif import (
@@ -33,6 +35,12 @@ from ares.records.exports.parquet import (
     write_turns_parquet,
 )
 from ares.records.exports.sft import SftRow, load_sft_jsonl, sft_row, sft_turn_rows, write_sft_jsonl
+from ares.records.exports.swebench import (
+    PredictionExport,
+    episode_patch,
+    swebench_predictions,
+    write_swebench_predictions,
+)
 from ares.records.exports.turns import (
     TURN_FIELDS,
     Turn,
@@ -54,9 +62,11 @@ __all__ = [
     "AtifStep",
     "AtifTrajectory",
     "EmptyTrajectoryError",
+    "PredictionExport",
     "SftRow",
     "Turn",
     "WrittenFiles",
+    "episode_patch",
     "is_successful",
     "load_atif",
     "load_parquet",
@@ -68,6 +78,7 @@ __all__ = [
     "sft_row",
     "sft_turn_rows",
     "steps_table",
+    "swebench_predictions",
     "to_arrow",
     "to_atif",
     "to_hf_dataset",
@@ -80,6 +91,7 @@ __all__ = [
     "write_parquet",
     "write_sft_jsonl",
     "write_steps_parquet",
+    "write_swebench_predictions",
     "write_turns_jsonl",
     "write_turns_parquet",
 ]

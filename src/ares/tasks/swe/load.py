@@ -26,6 +26,13 @@ from ares.tasks.swe.instance import SweFormat, SweInstance
 log = logging.getLogger(__name__)
 
 _DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
+#: A directory with ``instances.<suffix>`` at its top is read from that file alone: the layout of the
+#: fixtures, of ``ares tasks synth`` and of most hand-made sets (side files sit next to it).
+_MAIN_STEM = "instances"
+#: Side files a task directory may hold next to its instances; never read as rows.
+_SIDE_FILES = frozenset({"specs.json", "validation.json", "report.json", "predictions.jsonl", "summary.json"})
+#: Subdirectories that hold images or outputs, not rows.
+_SIDE_DIRS = frozenset({"images", "bundles", "episodes", "trajectories"})
 #: Files that mark a directory written by ``datasets``' ``save_to_disk``.
 _SAVED_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 
@@ -174,9 +181,13 @@ def _dir_rows(path: Path, split: str | None) -> Iterator[tuple[str, Any]]:
     if any((path / marker).is_file() for marker in _SAVED_MARKERS):
         yield from _saved_rows(path, split)
         return
-    files = sorted(
-        file for file in path.rglob("*") if file.is_file() and file.suffix.lower() in _DATA_SUFFIXES
-    )
+    main = [path / f"{_MAIN_STEM}{suffix}" for suffix in _DATA_SUFFIXES]
+    main = [file for file in main if file.is_file()]
+    if main and split is None:
+        for file in main:
+            yield from _file_rows(file, split)
+        return
+    files = sorted(file for file in path.rglob("*") if _is_data_file(file, path))
     if split is not None:
         files = [file for file in files if file.name.startswith(split) or file.parent.name == split]
     if not files:
@@ -184,6 +195,13 @@ def _dir_rows(path: Path, split: str | None) -> Iterator[tuple[str, Any]]:
         raise TaskError(f"{path}: no .jsonl/.json/.parquet files{which}; point at a file or a dataset dir")
     for file in files:
         yield from _file_rows(file, split)
+
+
+def _is_data_file(file: Path, root: Path) -> bool:
+    """A data file of a Hub-layout or hand-made directory: not a side file, not under an image dir."""
+    if file.suffix.lower() not in _DATA_SUFFIXES or file.name in _SIDE_FILES or not file.is_file():
+        return False
+    return not any(part in _SIDE_DIRS or part.startswith(".") for part in file.relative_to(root).parts[:-1])
 
 
 def _saved_rows(path: Path, split: str | None) -> Iterator[tuple[str, Any]]:

@@ -27,6 +27,7 @@ from ares.sandbox.base import ImageSpec
 from ares.tasks.model import Task
 from ares.tasks.swe.changes import WORKDIR
 from ares.tasks.swe.eval_script import OFFICIAL_ENV_SETUP, make_eval_script
+from ares.tasks.swe.hygiene import clean_image
 from ares.tasks.swe.images import check_template, image_for
 from ares.tasks.swe.instance import SweInstance
 from ares.tasks.swe.load import load_swe_instances
@@ -96,10 +97,10 @@ def swe_task(
             f"{instance.source}: {instance.instance_id} is graded by expected output (R2E-Gym), which "
             "the SWE environment does not run yet"
         )
-    image = _image(instance, image_template, images_dir)
+    image, requested = _image(instance, image_template, images_dir)
     spec = spec or SweSpec()
     parser = instance.log_parser or spec.log_parser
-    official = image.name is not None and "sweb.eval." in image.name
+    official = "sweb.eval." in requested
     if instance.eval_script:
         script = instance.eval_script
     else:
@@ -129,21 +130,23 @@ def swe_task(
         solution={"solve.sh": SOLVE_SH, "fix.patch": instance.patch},
         verification=verification,
         source="swebench",
-        metadata=_metadata(instance, image),
+        metadata=_metadata(instance, requested),
     )
 
 
-def _image(instance: SweInstance, template: str | None, images_dir: Path | None) -> ImageSpec:
-    if instance.image or template is not None:
-        return ImageSpec(name=image_for(instance, template))
-    if images_dir is not None:
+def _image(instance: SweInstance, template: str | None, images_dir: Path | None) -> tuple[ImageSpec, str]:
+    """The image to run and what the instance asked for. A Dockerfile dir of the set's own is used as
+    it is (it cuts its history itself); a named image runs through ``hygiene.clean_image``, which
+    removes every commit after ``base_commit``."""
+    if not instance.image and template is None and images_dir is not None:
         candidate = images_dir / "instances" / instance.instance_id
         if (candidate / "Dockerfile").is_file():
-            return ImageSpec(dockerfile_dir=candidate.resolve())
-    return ImageSpec(name=image_for(instance))
+            return ImageSpec(dockerfile_dir=candidate.resolve()), str(candidate.resolve())
+    name = image_for(instance, template)
+    return clean_image(name, instance.base_commit), name
 
 
-def _metadata(instance: SweInstance, image: ImageSpec) -> dict[str, Any]:
+def _metadata(instance: SweInstance, image: str) -> dict[str, Any]:
     return {
         "instance_id": instance.instance_id,
         "repo": instance.repo,
@@ -152,7 +155,7 @@ def _metadata(instance: SweInstance, image: ImageSpec) -> dict[str, Any]:
         "format": instance.format,
         "FAIL_TO_PASS": list(instance.fail_to_pass),
         "PASS_TO_PASS": list(instance.pass_to_pass),
-        "image": image.name or str(image.dockerfile_dir),
+        "image": image,
         "source": instance.source,
     }
 

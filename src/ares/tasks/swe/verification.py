@@ -39,7 +39,7 @@ from ares.sandbox.files import write_files
 from ares.sandbox.trusted_shell import SHELL_DIR, ShellBundle
 from ares.tasks.model import Task
 from ares.tasks.reward_files import LogFiles
-from ares.tasks.swe import changes, markers
+from ares.tasks.swe import changes, tamper
 from ares.tasks.swe.grading import SweGrade, SweGradingError, grade_log
 from ares.tasks.verifier import TESTS_DIR, Verdict
 
@@ -137,10 +137,11 @@ class SweVerification:
             )
         except SweGradingError as exc:
             return self._ungradable(exc, output, model_patch, base, files)
-        mismatch = _exit_status_contradicts(log, grade)
-        if mismatch:
-            files["swe/grade.json"] = json.dumps({**grade.to_dict(), "rejected": mismatch}, indent=1)
-            return _replace(base, 0.0, {**_terms(grade), "resolved": 0.0, "forged_report": 1.0}, files)
+        rejected = tamper.rejection(log, grade, self.log_parser)
+        if rejected is not None:
+            term, why = rejected
+            files["swe/grade.json"] = json.dumps({**grade.to_dict(), "rejected": why}, indent=1)
+            return _replace(base, 0.0, {**_terms(grade), "resolved": 0.0, term: 1.0}, files)
         files["swe/grade.json"] = json.dumps(grade.to_dict(), indent=1)
         return _replace(base, grade.reward, _terms(grade), files)
 
@@ -166,19 +167,6 @@ def _terms(grade: SweGrade) -> dict[str, float]:
         "p2p_passed": float(len(grade.p2p_passed)),
         "p2p_failed": float(len(grade.p2p_failed)),
     }
-
-
-def _exit_status_contradicts(log: str, grade: SweGrade) -> str | None:
-    """A run whose statuses show no failure while the test command failed printed results it did not
-    get (e.g. fake ``PASSED`` lines after the real ones): a forgery, graded 0."""
-    line = next((ln for ln in log.splitlines() if ln.startswith(markers.TEST_EXIT_CODE)), None)
-    if line is None:
-        return None
-    code = line.partition(":")[2].strip()
-    failing = any(status.value in ("FAILED", "ERROR") for status in grade.statuses.values())
-    if code not in ("0", "") and not failing:
-        return f"the test command exited {code} but the log reports no failing test"
-    return None
 
 
 def _replace(base: Verdict, reward: float, terms: Mapping[str, float], files: dict[str, str]) -> Verdict:

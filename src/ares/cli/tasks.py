@@ -1,0 +1,188 @@
+"""``ares tasks``: commands about task sources themselves; ``validate`` checks that a source's tasks
+can be trusted before anyone trains or evaluates on them.
+
+``ares tasks validate SOURCE`` runs each task's reference solution (the oracle policy, ``--repeats``
+times) and the null policy on the same runner, sandboxes and verifiers as ``ares run``, writes
+``validation.json`` in ``--out`` as each task is judged, and prints the tasks that are not good with
+the reason. Exit code 0 when every task in the report is good, 1 when one is not, 2 on a mistake.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ares.cli.common import fail
+from ares.cli.engine_check import check_engine
+from ares.cli.progress import run_progress
+from ares.cli.run_config import RunConfig
+from ares.cli.run_options import (
+    ConcurrencyOption,
+    ImageTemplateOption,
+    PathOption,
+    SandboxOption,
+    ShardOption,
+    SplitOption,
+    TasksOption,
+    VerifierModeOption,
+)
+from ares.core.closing import Closable
+from ares.errors import AresError
+from ares.images.progress import build_listener
+from ares.registry import PRESETS, make
+from ares.sandbox.backends import make_sandbox_factory
+from ares.tasks.validate import REPORT_NAME, TaskValidation, ValidationReport, preset_for_path, validate_tasks
+
+app = typer.Typer(help="Work with task sources: validate them.", no_args_is_help=True)
+console = Console()
+
+#: Exit code when some task is not good (mistakes exit 2).
+EXIT_BAD = 1
+_REASON_CHARS = 160
+
+SourceArgument = Annotated[
+    str,
+    typer.Argument(
+        help="A preset (see `ares presets`; its --path, --split, ... as for `ares run`), or a path: a "
+        "Harbor task or dataset dir, or SWE-bench-format instances (a file or a dataset dir).",
+        metavar="PRESET|PATH",
+    ),
+]
+RepeatsOption = Annotated[
+    int,
+    typer.Option("--repeats", "-r", min=1, help="Oracle runs per task (rewards that differ: flaky)."),
+]
+ValidateOutOption = Annotated[
+    Path | None,
+    typer.Option("--out", help=f"Directory for {REPORT_NAME} (default: runs/validate-PRESET-TIME)."),
+]
+ValidateResumeOption = Annotated[
+    bool,
+    typer.Option("--resume", help="Keep the tasks already judged in --out (errored ones run again)."),
+]
+
+
+@app.command()
+def validate(
+    source: SourceArgument,
+    path: PathOption = None,
+    tasks: TasksOption = None,
+    shard: ShardOption = None,
+    split: SplitOption = None,
+    image_template: ImageTemplateOption = None,
+    verifier_mode: VerifierModeOption = None,
+    repeats: RepeatsOption = 2,
+    concurrency: ConcurrencyOption = 4,
+    sandbox: SandboxOption = "local",
+    out: ValidateOutOption = None,
+    resume: ValidateResumeOption = False,
+) -> None:
+    """Check every task of a source: the oracle scores 1 (each of --repeats runs, all agreeing) and the
+    null policy 0; a JSON report with each task's verdict (good, broken, flaky, errored), rewards,
+    statuses, errors and seconds, and a table of the bad tasks.
+
+    Exits 0 when every task is good, 1 when some task is not, 2 on a mistake.
+    """
+    preset, path = _resolve(source, path)
+    config = RunConfig(
+        preset=preset, policy="oracle", path=path, tasks=tasks, shard=shard, split=split,
+        image_template=image_template, verifier_mode=verifier_mode, concurrency=concurrency,
+        sandbox=sandbox, out=out, resume=resume,
+    )  # fmt: skip
+    out_dir = out if out is not None else Path("runs") / f"validate-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    report = _report(config, out_dir / REPORT_NAME, repeats)
+    try:
+        task_ids = [task.id for task in make(preset, **config.env_options).tasks]
+        sandbox_factory = make_sandbox_factory(sandbox)
+    except AresError as exc:
+        raise fail(str(exc)) from None
+    check_engine(sandbox, sandbox_factory)
+    make_env = functools.partial(make, preset, sandbox_factory=sandbox_factory, **config.env_options)
+    skip = report.finished & set(task_ids)
+    if skip:
+        console.print(f"{len(skip)} of {len(task_ids)} tasks already judged in {report.path}")
+    progress = run_progress(console, (len(task_ids) - len(skip)) * (repeats + 1))
+    started = time.perf_counter()
+
+    async def record(verdict: TaskValidation) -> None:
+        report.record(verdict)
+        await asyncio.to_thread(report.save)
+
+    try:
+        play = validate_tasks(
+            make_env, task_ids, repeats=repeats, concurrency=concurrency, skip=skip,
+            on_episode=progress.on_result, on_task=record,
+        )  # fmt: skip
+        with progress, build_listener(progress.on_build):
+            asyncio.run(play)
+    except AresError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        if isinstance(sandbox_factory, Closable):
+            sandbox_factory.close()
+        report.wall_time_s += time.perf_counter() - started
+        report.save()
+    _print(report, time.perf_counter() - started)
+    if report.bad():
+        raise typer.Exit(code=EXIT_BAD)
+
+
+def _resolve(source: str, path: Path | None) -> tuple[str, Path | None]:
+    """The preset and --path that ``source`` names: a preset as is, a path with the preset that loads it."""
+    if source in PRESETS:
+        return source, path
+    candidate = Path(source)
+    if not candidate.exists():
+        raise fail(f"{source!r} is neither a preset (see `ares presets`) nor an existing path")
+    if path is not None:
+        raise fail(f"give the tasks once: a PATH argument ({source}) or a preset with --path, not both")
+    try:
+        return preset_for_path(candidate), candidate
+    except AresError as exc:
+        raise fail(str(exc)) from None
+
+
+def _report(config: RunConfig, report_path: Path, repeats: int) -> ValidationReport:
+    """A new report, or with --resume the one in --out; a report there without --resume is refused."""
+    source: dict[str, Any] = {
+        "preset": config.preset, "path": None if config.path is None else str(config.path.resolve()),
+        "split": config.split, "image_template": config.image_template, "verifier_mode": config.verifier_mode,
+    }  # fmt: skip
+    settings = {"repeats": repeats, "sandbox": config.sandbox, "concurrency": config.concurrency}
+    if not config.resume:
+        if report_path.exists():
+            raise fail(f"{report_path} exists: add --resume to continue it, or choose another --out")
+        return ValidationReport(report_path, source, settings)
+    try:
+        return ValidationReport.resume(report_path, source, settings)
+    except AresError as exc:
+        raise fail(str(exc)) from None
+
+
+def _print(report: ValidationReport, wall_time_s: float) -> None:
+    """The bad tasks with their reasons, then the counts and where the report is."""
+    bad = report.bad()
+    if bad:
+        table = Table("task", "verdict", "oracle", "null", "seconds", "reason", title="tasks not good")
+        for item in bad:
+            rewards = ", ".join("-" if r is None else f"{r:g}" for r in item["oracle_rewards"])
+            null = "-" if item["null_reward"] is None else f"{item['null_reward']:g}"
+            reason = item["reason"] if len(item["reason"]) <= _REASON_CHARS else item["reason"][:157] + "..."
+            style = "yellow" if item["verdict"] == "flaky" else "red"
+            table.add_row(
+                escape(item["task_id"]), f"[{style}]{item['verdict']}[/]", rewards, null,
+                f"{item['seconds']:.1f}", escape(reason),
+            )  # fmt: skip
+        console.print(table)
+    counts = report.counts()
+    parts = ", ".join(f"{verdict} {counts[verdict]}" for verdict in ("good", "broken", "flaky", "errored"))
+    line = f"{counts['tasks']} tasks: {parts}  (this run {wall_time_s:.1f}s)  report: {report.path}"
+    console.print(escape(line), soft_wrap=True)
