@@ -66,7 +66,7 @@ def test_what_each_backend_declares() -> None:
     C = Capability
     assert LocalSandbox.capabilities == {C.VERIFIER_FORK, C.FROZEN_FORK, C.SNAPSHOT, C.RESTORE, C.LOOPBACK}
     assert DockerSandbox.capabilities == {
-        C.OUTPUTS_FORK, C.FULL_FORK, C.FROZEN_FORK, C.HALT, C.SNAPSHOT, C.LOOPBACK,
+        C.OUTPUTS_FORK, C.FULL_FORK, C.FROZEN_FORK, C.HALT, C.SNAPSHOT, C.LOOPBACK, C.VERIFIER_FORK,
     }  # fmt: skip
     assert DockerSandboxFactory.capabilities == {C.RESTORE}
     assert CloudSandbox.capabilities == {C.OUTPUTS_FORK}

@@ -87,10 +87,12 @@ async def verify(task: Task, sandbox: Sandbox) -> Verdict:
     if task.verifier_mode == "in-place":
         return await _verify_uploaded(task, sandbox, "in-place")
     capabilities = declared(sandbox)
-    if Capability.VERIFIER_FORK in capabilities:
-        return await _verify_in_fork(task, require(sandbox, Capability.VERIFIER_FORK, VerifierForkingSandbox))
     outputs = None if task.verifier_mode == "full" else task.output_paths
     needed = Capability.FULL_FORK if outputs is None else Capability.OUTPUTS_FORK
+    # A backend with its own upload fork (docker: remote-friendly, a trusted shell in full mode) uses
+    # it; the bind-mount fork serves backends without one (local).
+    if Capability.VERIFIER_FORK in capabilities and needed not in capabilities:
+        return await _verify_in_fork(task, require(sandbox, Capability.VERIFIER_FORK, VerifierForkingSandbox))
     if needed not in capabilities:
         raise VerifierError(_cannot_fork(task, sandbox, needed))
     forking = require(sandbox, needed, OutputsForkingSandbox)

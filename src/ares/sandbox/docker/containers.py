@@ -11,7 +11,7 @@ import docker.errors
 import requests.exceptions
 
 from ares.errors import SandboxError, SandboxUnavailableError
-from ares.sandbox.base import SandboxSpec
+from ares.sandbox.base import BindMount, SandboxSpec
 from ares.sandbox.docker import janitor
 from ares.sandbox.docker.client import api_message
 from ares.sandbox.docker.engine import DockerEngine
@@ -31,16 +31,18 @@ def create_container(
     image: str,
     shell: Sequence[str] = ("/bin/sh", "-c"),
     pid1: str = PID1,
+    binds: Sequence[BindMount] = (),
 ) -> str:
     """Create (not start) the container of ``spec`` and hand it to the janitor. Blocking.
 
-    Its pid 1 is ``shell`` (a shell's command line up to ``-c``) running ``pid1``. A storage limit
+    Its pid 1 is ``shell`` (a shell's command line up to ``-c``) running ``pid1``; ``binds`` are host
+    dirs of the engine's host (a verifier fork's). A storage limit
     the engine cannot apply is dropped with one warning per engine, or is a SandboxUnavailableError
     with ``strict_storage``; any other refusal is a SandboxError.
     """
     storage = spec.resources.storage_mb is not None and engine.storage_supported is not False
     try:
-        container = _create(client, engine, spec, image, storage=storage, init=(shell, pid1))
+        container = _create(client, engine, spec, image, storage=storage, init=(shell, pid1), binds=binds)
     except docker.errors.APIError as exc:
         if not (storage and is_storage_refusal(exc)):
             raise _refused(spec, exc, storage=storage) from exc
@@ -55,7 +57,7 @@ def create_container(
             api_message(exc),
         )
         try:
-            container = _create(client, engine, spec, image, storage=False, init=(shell, pid1))
+            container = _create(client, engine, spec, image, storage=False, init=(shell, pid1), binds=binds)
         except docker.errors.APIError as again:
             raise _refused(spec, again, storage=False) from again
     if storage and engine.storage_supported is None:
@@ -72,12 +74,16 @@ def _create(
     *,
     storage: bool,
     init: tuple[Sequence[str], str],
+    binds: Sequence[BindMount],
 ) -> str:
     api = client.api
     network = engine.config.network_mode if spec.network else "none"
     limits = container_limits(spec.resources, storage=storage)
     security = seccomp.docker_security_opt(spec.seccomp)
-    host_config = api.create_host_config(network_mode=network, security_opt=security, **limits)
+    mounts = [f"{b.source}:{b.target}:{'ro' if b.read_only else 'rw'}" for b in binds]
+    host_config = api.create_host_config(
+        network_mode=network, security_opt=security, binds=mounts or None, **limits
+    )
     try:
         created = api.create_container(
             image, command=[init[1]], entrypoint=list(init[0]), working_dir=spec.workdir,

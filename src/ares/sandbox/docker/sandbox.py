@@ -15,7 +15,9 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import shutil
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,11 +28,19 @@ from typing import Any, TypeVar
 import docker
 import docker.errors
 
-from ares.errors import SandboxCrashedError, SandboxError
+from ares.errors import SandboxCrashedError, SandboxError, SandboxUnavailableError
 from ares.images.identity import ImageIdentity
-from ares.sandbox.base import IMAGE_WORKDIR, DiffSummary, ExecResult, FileMap, ImageSpec, SandboxSpec
+from ares.sandbox.base import (
+    IMAGE_WORKDIR,
+    BindMount,
+    DiffSummary,
+    ExecResult,
+    FileMap,
+    ImageSpec,
+    SandboxSpec,
+)
 from ares.sandbox.capabilities import Capability
-from ares.sandbox.docker import janitor, loopback, transfer
+from ares.sandbox.docker import janitor, loopback, transfer, verifier_fork
 from ares.sandbox.docker.client import api_message, run_blocking
 from ares.sandbox.docker.containers import create_container
 from ares.sandbox.docker.engine import DockerEngine, default_engine
@@ -67,6 +77,7 @@ from ares.sandbox.docker.snapshot import (
 from ares.sandbox.docker.trusted import TRUSTED_PID1, TrustedShell, image_shell, prepare, seeded_paths
 from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.snapshots import FilesystemSnapshot
+from ares.sandbox.trusted_shell import ShellBundle
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,6 +103,21 @@ class VerifierFork:
         return None if self.shell is None else self.shell.argv(*args)
 
 
+class BoundFork:
+    """``fork_verifier``'s result: an unstarted fork, and (once it started) what the agent changed
+    outside its outputs."""
+
+    def __init__(self, sandbox: DockerSandbox) -> None:
+        self.sandbox = sandbox
+
+    @property
+    def outside(self) -> DiffSummary:
+        pending = self.sandbox._pending
+        if pending is None or pending.outside is None:
+            raise SandboxError("the verifier fork has not been started")
+        return pending.outside
+
+
 class DockerSandbox(StartStopContext):
     """A sandbox in a container. Create it, ``await start()``, ``exec`` commands, ``await stop()``."""
 
@@ -99,7 +125,7 @@ class DockerSandbox(StartStopContext):
     #: are restored by ``DockerSandboxFactory``.
     capabilities = frozenset({
         Capability.OUTPUTS_FORK, Capability.FULL_FORK, Capability.FROZEN_FORK, Capability.HALT,
-        Capability.SNAPSHOT, Capability.LOOPBACK,
+        Capability.SNAPSHOT, Capability.LOOPBACK, Capability.VERIFIER_FORK,
     })  # fmt: skip
 
     def __init__(
@@ -129,6 +155,10 @@ class DockerSandbox(StartStopContext):
         self._trusted: TrustedShell | None = None
         self._fresh: tuple[str, ...] = ()
         self._gone: str | None = None
+        # A fork_verifier fork's host binds and the outputs it carries in when it starts.
+        self._binds: tuple[BindMount, ...] = ()
+        self._pending: verifier_fork.PendingCarry | None = None
+        self._host_root: Path | None = None
 
     @classmethod
     def from_snapshot(
@@ -192,6 +222,8 @@ class DockerSandbox(StartStopContext):
                     self._trusted, self._fresh,
                 )  # fmt: skip
             await self._api("start the sandbox container", self._client.api.start, self._container)
+            if self._pending is not None:
+                await self._carry_in(self._pending)
         except BaseException:
             await self.stop()
             raise
@@ -200,7 +232,7 @@ class DockerSandbox(StartStopContext):
         """Create the container (not started), hand it to the janitor and to this sandbox. Blocking."""
         assert self._client is not None
         if self._trusted is None:
-            container = create_container(self._client, self._engine, self.spec, image)
+            container = create_container(self._client, self._engine, self.spec, image, binds=self._binds)
         else:
             shell = self._trusted.argv("-p", "-c")  # -p: nothing from $BASH_ENV, SHELLOPTS...
             container = create_container(self._client, self._engine, self.spec, image, shell, TRUSTED_PID1)
@@ -227,6 +259,9 @@ class DockerSandbox(StartStopContext):
         self._gone = self._gone or "the sandbox was stopped"
         if container is not None and self._client is not None:
             await run_blocking(self._remove_blocking, container)
+        host, self._host_root = self._host_root, None
+        if host is not None:
+            await asyncio.to_thread(shutil.rmtree, host, ignore_errors=True)
             if self._base is not None and self._image is not None:  # a discarded snapshot may go now
                 try:
                     await run_blocking(release_blocking, self._client.api, self._image)
@@ -367,6 +402,78 @@ class DockerSandbox(StartStopContext):
         for path, state in states.items():
             if state == "carry":
                 await self._api(f"carry {path}", copy_path, api, source, self._container, path)
+
+    async def fork_verifier(
+        self,
+        *,
+        outputs: Sequence[str] | None,
+        binds: Sequence[BindMount] = (),
+        drop: Callable[[str], bool] | None = None,
+    ) -> BoundFork:
+        """Kill every process here and return an unstarted fork for a task's tests, with ``binds``
+        (read-only unless they say otherwise) and no network.
+
+        Its container is a new one of the pristine image this sandbox started from. Starting it
+        carries in only what the agent changed below ``outputs`` (files added or modified with their
+        content and mode, symlinks as links, deletions), minus every path ``drop`` names, whose image
+        version stays (see ``verifier_fork.py`` and ``carry.py``). An output that is a symlink or not
+        a dir here, or whose archive breaks a bound, is not carried (the image's stays; the fork's
+        ``outside`` names it). Binds need the engine on this host. This sandbox's files stay until its
+        ``stop()``, which must come after the fork's.
+        """
+        if outputs is None:
+            raise SandboxError(
+                "a docker verifier fork with host binds carries outputs only; use fork_outputs(None) "
+                "for full mode"
+            )
+        if binds and not self._engine.base_url.startswith("unix://"):
+            raise SandboxUnavailableError(
+                "host binds need the Docker engine on this host (a unix:// socket), not "
+                f"{self._engine.base_url}"
+            )
+        for bind in binds:
+            if ":" in str(bind.source) or ":" in bind.target:
+                raise SandboxError(f"a bind path may not contain ':': {bind.source} -> {bind.target}")
+        container = await self._halt()
+        assert self._client is not None and self._started_from is not None
+        api = self._client.api
+        try:
+            changes = self._pristine_changes(await run_blocking(api.diff, container))
+        except API_ERRORS as exc:  # Podman's diff fails on some type changes; the summary says so
+            log.warning("the engine could not list the sandbox's changes: %s", api_message(exc))
+            changes = None
+        scratch = self.host_dir("verifier-carry")
+        pending = verifier_fork.PendingCarry([], drop, scratch, changes)
+        for index, root in enumerate(output_roots(outputs)):
+            spool = scratch / f"agent-{index}.tar"
+            output = await self._api(
+                f"read {root}", verifier_fork.spool_outputs, api, container, root, spool, pending.limits
+            )
+            pending.outputs.append(output)
+        fork = DockerSandbox(replace(self.spec, network=False), engine=self._engine, image=self._started_from)
+        fork._binds, fork._pending = tuple(binds), pending
+        return BoundFork(fork)
+
+    async def _carry_in(self, pending: verifier_fork.PendingCarry) -> None:
+        assert self._client is not None and self._container is not None
+        api = self._client.api
+        baseline = await self._api("read the fork's changes", api.diff, self._container)
+        await verifier_fork.carry_in(pending, api, self._container, self._api, self.exec, asyncio.to_thread)
+        pending.outside = verifier_fork.outside_summary(pending, baseline)
+
+    def host_dir(self, name: str) -> Path:
+        """A new empty host dir that lives (and is deleted) with this sandbox: a bind source for a
+        verifier fork (the engine must run on this host to mount it)."""
+        if self._host_root is None:
+            self._host_root = Path(tempfile.mkdtemp(prefix="ares-docker-host-"))
+        path = self._host_root / f"{name}-{secrets.token_hex(4)}"
+        path.mkdir(mode=0o755)
+        return path
+
+    async def trusted_shell(self) -> tuple[Path, ShellBundle] | None:
+        """None: a ``fork_verifier`` fork is a fresh container of the pristine image, whose own bash
+        runs the tests (the agent's changes reach only its outputs)."""
+        return None
 
     async def halt(self) -> None:
         """Kill every process here (the container stops) and keep its files for ``download`` and

@@ -77,7 +77,7 @@ class SweVerification:
             raise VerifierError(
                 f"task {task.id}: the {type(sandbox).__name__} backend cannot fork a verifier sandbox "
                 f"with host binds ('{Capability.VERIFIER_FORK.value}'); SWE grading needs it (use the "
-                "local sandbox)"
+                "local or docker sandbox)"
             )
         forking = require(sandbox, Capability.VERIFIER_FORK, VerifierForkingSandbox)
         scripts = await asyncio.to_thread(self._write_scripts, forking.host_dir("swe-verifier"))
