@@ -206,7 +206,7 @@ def test_mistakes_are_one_line_errors(tmp_path: Path) -> None:
     cases = {
         ("no-such-preset-or-path",): "is neither a preset",
         (str(FIXTURES / "harbor"), "--path", str(FIXTURES / "harbor")): "give the tasks once",
-        ("harbor",): "needs a dataset directory",
+        ("harbor",): "needs a dataset: --path DIR or --dataset",
         ("humaneval", "--repeats", "0"): "--repeats",
         ("humaneval", "--resume"): "--resume needs --out",
         ("humaneval", "--split", "test"): "--split applies to",
