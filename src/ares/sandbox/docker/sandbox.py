@@ -259,14 +259,14 @@ class DockerSandbox(StartStopContext):
         self._gone = self._gone or "the sandbox was stopped"
         if container is not None and self._client is not None:
             await run_blocking(self._remove_blocking, container)
-        host, self._host_root = self._host_root, None
-        if host is not None:
-            await asyncio.to_thread(shutil.rmtree, host, ignore_errors=True)
             if self._base is not None and self._image is not None:  # a discarded snapshot may go now
                 try:
                     await run_blocking(release_blocking, self._client.api, self._image)
                 except (SandboxError, *API_ERRORS) as exc:
                     log.warning("could not remove discarded snapshot image %s: %s", self._image[:19], exc)
+        host, self._host_root = self._host_root, None
+        if host is not None:
+            await asyncio.to_thread(shutil.rmtree, host, ignore_errors=True)
         if self._owns_image and self._image is not None and self._client is not None:
             image, self._image = self._image, None
             with contextlib.suppress(docker.errors.NotFound):
