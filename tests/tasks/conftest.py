@@ -1,4 +1,4 @@
-"""Shared fixtures of the SWE tests: the fixtures' project images, built once per session."""
+"""Shared fixtures of the task tests: the SWE fixtures' project images, built once per session."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from ares.sandbox.local.images import local_builder
 
-FIXTURES = Path(__file__).parents[2] / "fixtures" / "swe"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "swe"
 #: The fixture projects and the tags their per-instance Dockerfiles start FROM.
 PROJECTS = {
     "toolz": "1.2.0",

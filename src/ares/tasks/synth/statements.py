@@ -1,0 +1,87 @@
+"""Problem statements for synthesized bugs, in the style of an issue report, from the failing tests.
+
+A statement says what goes wrong (which behaviour, the assertion that fails) and never where: no
+file of the fix, no line number, no line of the diff. Two sources feed the templates: the failing
+tests' names (humanized) and the ``E`` lines of pytest's failure report, with paths and line numbers
+removed. ``quotes_the_diff`` is the check every statement (template or policy-written) must pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+#: pytest's failure block header: ``____ test_name ____`` or ``____ Class.test_name ____``.
+_BLOCK = re.compile(r"^_{3,} (?P<name>\S.*?) _{3,}$")
+#: A location in a traceback (``pkg/mod.py:123``) or a bare line reference.
+_LOCATION = re.compile(r"[\w./-]+\.py(:\d+)?|\bline \d+\b")
+#: At most this many assertion lines per test, and tests per statement.
+MAX_LINES_PER_TEST = 4
+MAX_TESTS = 5
+#: A changed line shorter than this is too generic to count as quoting the diff (``return x``).
+MIN_QUOTE = 12
+
+
+def failure_lines(log: str) -> dict[str, list[str]]:
+    """``E`` lines of each failure block in a ``pytest -rA`` log, paths and line numbers removed."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for raw in log.splitlines():
+        header = _BLOCK.match(raw.strip())
+        if header:
+            current = blocks.setdefault(header.group("name").split("[")[0], [])
+            continue
+        if raw.startswith(("=", "- ")) and current is not None and raw.strip("=- ").startswith("short test"):
+            current = None
+        if current is not None and raw.startswith("E "):
+            line = _LOCATION.sub("<...>", raw[1:].strip())
+            if line and line not in current and len(current) < MAX_LINES_PER_TEST:
+                current.append(line)
+    return blocks
+
+
+def humanize(test_id: str) -> str:
+    """``pkg/tests/test_x.py::TestTail::test_tail_of_iterator[a]`` -> ``tail of iterator``."""
+    name = test_id.split("::")[-1].split("[")[0]
+    return name.removeprefix("test_").replace("_", " ").strip() or name
+
+
+def template_statement(
+    project: str, failing: Sequence[str], failures: Mapping[str, Sequence[str]], *, tests_visible: bool
+) -> str:
+    """An issue report: a title, what fails, the assertion output; test ids only when they are visible."""
+    shown = list(failing)[:MAX_TESTS]
+    topics = sorted({humanize(t) for t in shown})
+    title = (
+        f"{project}: {topics[0]} is broken" if len(topics) == 1 else f"{project}: regressions in {topics[0]}"
+    )
+    lines = [
+        title,
+        "",
+        f"Since the last change, {len(failing)} behaviour(s) of {project} no longer work as expected:",
+    ]
+    lines += [""] + [f"- {humanize(t)}" + (f" (`{t}`)" if tests_visible else "") for t in shown]
+    if len(failing) > len(shown):
+        lines.append(f"- ... and {len(failing) - len(shown)} more")
+    details = [(t, failures.get(t.split("::")[-1].split("[")[0]) or []) for t in shown]
+    details = [(t, d) for t, d in details if d]
+    if details:
+        lines += ["", "What I see:", ""]
+        for test, found in details:
+            lines += ["```", f"# {humanize(test)}", *found, "```", ""]
+    lines += ["", "These used to work. Please fix the library so that they behave correctly again."]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def quotes_the_diff(text: str, diff: str, paths: Sequence[str] = ()) -> str | None:
+    """Why ``text`` gives the fix away (a changed line or a fixed file named), or None."""
+    for path in paths:
+        if path in text or path.rsplit("/", 1)[-1] in text:
+            return f"names the file {path}"
+    for line in diff.splitlines():
+        if line.startswith(("+++", "---")) or not line.startswith(("+", "-")):
+            continue
+        body = line[1:].strip()
+        if len(body) >= MIN_QUOTE and body in text:
+            return f"quotes a changed line: {body!r}"
+    return None
