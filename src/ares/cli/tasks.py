@@ -1,5 +1,5 @@
 """``ares tasks``: commands about task sources themselves; ``validate`` checks that a source's tasks
-can be trusted before anyone trains or evaluates on them.
+can be trusted before anyone trains or evaluates on them; ``stats`` summarizes a SWE-format set.
 
 ``ares tasks validate SOURCE`` runs each task's reference solution (the oracle policy, ``--repeats``
 times) and the null policy on the same runner, sandboxes and verifiers as ``ares run``, writes
@@ -41,7 +41,7 @@ from ares.registry import PRESETS, make
 from ares.sandbox.backends import make_sandbox_factory
 from ares.tasks.validate import REPORT_NAME, TaskValidation, ValidationReport, preset_for_path, validate_tasks
 
-app = typer.Typer(help="Work with task sources: validate them.", no_args_is_help=True)
+app = typer.Typer(help="Work with task sources: validate them, summarize them.", no_args_is_help=True)
 console = Console()
 
 #: Exit code when some task is not good (mistakes exit 2).
@@ -186,3 +186,40 @@ def _print(report: ValidationReport, wall_time_s: float) -> None:
     parts = ", ".join(f"{verdict} {counts[verdict]}" for verdict in ("good", "broken", "flaky", "errored"))
     line = f"{counts['tasks']} tasks: {parts}  (this run {wall_time_s:.1f}s)  report: {report.path}"
     console.print(escape(line), soft_wrap=True)
+
+
+@app.command()
+def stats(
+    path: Annotated[Path, typer.Argument(help="SWE-format instances: a file or a set's directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Summarize a SWE-format instance set: instances per project and per strategy, combinations, and
+    the spread of the difficulty signals (lines changed, FAIL_TO_PASS and PASS_TO_PASS sizes)."""
+    from ares.tasks.synth.stats import set_stats
+
+    try:
+        summary = set_stats(path)
+    except AresError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        console.print_json(data=summary.to_dict())
+        return
+    console.print(
+        f"{summary.instances} instances, {summary.combinations} combinations, "
+        f"{summary.tests_visible} with visible tests",
+        highlight=False,
+    )
+    for title, counts in (("project", summary.by_project), ("strategy", summary.by_strategy)):
+        table = Table(title, "instances")
+        for name, count in counts.items():
+            table.add_row(escape(name), str(count))
+        console.print(table)
+    spreads = Table("signal", "min", "median", "max")
+    for name, spread in (
+        ("lines changed", summary.lines_changed), ("FAIL_TO_PASS", summary.fail_to_pass),
+        ("PASS_TO_PASS", summary.pass_to_pass),
+    ):  # fmt: skip
+        spreads.add_row(name, f"{spread.low:g}", f"{spread.median:g}", f"{spread.high:g}")
+    console.print(spreads)
+    for skipped in summary.skipped:
+        console.print(f"skipped: {escape(skipped)}", highlight=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,3 +173,46 @@ async def test_rows_run_unchanged_in_the_swe_environment(
         assert result.status == "finished", result.record.get("error")
         rewards[policy] = result.reward
     assert rewards == {"oracle": 1.0, "null": 0.0}
+
+
+def test_stats_summarize_a_set(toolz: tuple[Path, str, Bug], tmp_path: Path) -> None:
+    repo, pristine, bug = toolz
+    project = {"name": "toolz", "version": "1.2.0", "pristine": pristine}
+    rows = []
+    for strategy, visible in (("change_slice", False), ("combo:flip_comparison+off_by_one", True)):
+        marked = Bug(strategy, bug.path, bug.qualname, bug.description, bug.after + f"\n# {strategy}\n")
+        base = commit_base(repo, pristine, marked, (TESTS,))
+        outcome = Outcome((f"{TESTS}::test_first",), (f"{TESTS}::test_second",))
+        rows.append(
+            instance_row(
+                project=project,
+                bug=marked,
+                outcome=outcome,
+                base=base,
+                image="x/y:1",
+                test_paths=[TESTS],
+                statement="first is broken",
+                tests_visible=visible,
+            )
+        )
+    write_instances([*rows, {**ROW, "repo": "pytoolz/toolz"}], tmp_path / "instances.jsonl")
+    done = subprocess.run(
+        [sys.executable, "-m", "ares.cli.main", "tasks", "stats", str(tmp_path), "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    summary = json.loads(done.stdout)
+    assert summary["instances"] == 3 and summary["combinations"] == 1 and summary["tests_visible"] == 1
+    assert summary["by_project"] == {"pytoolz/toolz": 1, "toolz": 2}
+    assert summary["by_strategy"] == {"change_slice": 1, "combo:flip_comparison+off_by_one": 1, "other": 1}
+    assert summary["fail_to_pass"] == {"min": 1.0, "median": 1.0, "max": 3.0}
+    table = subprocess.run(
+        [sys.executable, "-m", "ares.cli.main", "tasks", "stats", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert table.returncode == 0 and "3 instances, 1 combinations" in table.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "ares.cli.main", "tasks", "stats", str(tmp_path / "nope")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
