@@ -100,7 +100,7 @@ def extract_sdist(archive: Path, dest: Path) -> None:
         else:
             try:
                 with tarfile.open(archive) as tar:
-                    tar.extractall(tmp, filter="data")
+                    tar.extractall(tmp, filter=_strict_data_filter)
             except tarfile.FilterError as exc:
                 raise TaskError(f"{archive.name}: unsafe sdist member refused ({exc})") from exc
             except (tarfile.TarError, EOFError, OSError) as exc:
@@ -112,6 +112,13 @@ def extract_sdist(archive: Path, dest: Path) -> None:
             shutil.move(str(child), dest / child.name)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _strict_data_filter(member: tarfile.TarInfo, dest: str) -> tarfile.TarInfo | None:
+    """tarfile's ``data`` filter, except that an absolute name is refused rather than made relative."""
+    if member.name.startswith("/"):
+        raise tarfile.AbsolutePathError(member)
+    return tarfile.data_filter(member, dest)
 
 
 def _extract_zip(archive: Path, dest: Path) -> None:
