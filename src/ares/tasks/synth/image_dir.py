@@ -1,6 +1,8 @@
 """The image a project's tasks run in, as a Dockerfile dir: the one-commit repository at /testbed,
 installed editable with its test dependencies at build time (the sandbox's network is off at run
-time), and nothing left behind that holds the original source (no bundle, no pip cache, no archive)."""
+time), and nothing left behind that holds the original source (no bundle, no pip cache, no archive).
+What the install wrote into /testbed is settled so ``git status`` starts clean: tracked files it
+rewrote (an sdist's egg-info) are restored, new ones (build metadata) are excluded."""
 
 from __future__ import annotations
 
@@ -31,6 +33,8 @@ RUN export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \\
  && python -m pip install -q -e /testbed \\
  && (python -m pip cache purge >/dev/null 2>&1 || true) \\
  && rm -rf /root/.cache/pip /tmp/pip-* \\
+ && git -C /testbed checkout -q -- . \\
+ && git -C /testbed ls-files -o --directory --exclude-standard >> /testbed/.git/info/exclude \\
  && if find / -xdev -path /testbed -prune -o \\( -iname {archive_glob}.tar.gz -o -iname {archive_glob}.zip \\
       -o -iname {wheel_glob}.whl \\) -print -quit 2>/dev/null | grep -q .; \\
     then echo "an archive of {name} is left in the image" >&2; exit 1; fi
