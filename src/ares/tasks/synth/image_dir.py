@@ -1,0 +1,68 @@
+"""The image a project's tasks run in, as a Dockerfile dir: the one-commit repository at /testbed,
+installed editable with its test dependencies at build time (the sandbox's network is off at run
+time), and nothing left behind that holds the original source (no bundle, no pip cache, no archive).
+What the install wrote into /testbed is settled so ``git status`` starts clean: tracked files it
+rewrote (an sdist's egg-info) are restored, new ones (build metadata) are excluded."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+from ares.errors import TaskError
+from ares.tasks.synth._proc import GIT_ENV, GIT_OPTS
+from ares.tasks.synth.gitrepo import BRANCH
+from ares.tasks.synth.project import Project
+
+BASE = "ares/host-python"
+BUNDLE = "project.bundle"
+
+_TEMPLATE = """\
+# {name} {version} ({licence}): the release at /testbed as one root commit, installed
+# editable with its test dependencies. Built by ares.tasks.synth.image_dir.
+FROM {image}
+COPY {bundle} /tmp/{bundle}
+RUN git init -q -b {branch} /testbed \\
+ && git -C /testbed fetch -q /tmp/{bundle} {branch} \\
+ && git -C /testbed reset -q --hard {base} \\
+ && rm -f /tmp/{bundle} /testbed/.git/FETCH_HEAD
+RUN export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \\
+ && python -m pip install -q {deps} \\
+ && python -m pip install -q -e /testbed \\
+ && (python -m pip cache purge >/dev/null 2>&1 || true) \\
+ && rm -rf /root/.cache/pip /tmp/pip-* \\
+ && git -C /testbed checkout -q -- . \\
+ && git -C /testbed ls-files -o --directory --exclude-standard >> /testbed/.git/info/exclude \\
+ && if find / -xdev -path /testbed -prune -o \\( -iname {archive_glob}.tar.gz -o -iname {archive_glob}.zip \\
+      -o -iname {wheel_glob}.whl \\) -print -quit 2>/dev/null | grep -q .; \\
+    then echo "an archive of {name} is left in the image" >&2; exit 1; fi
+WORKDIR /testbed
+"""
+
+
+def write_image_dir(project: Project, dest: Path, *, base: str = BASE) -> Path:
+    """Write ``dest/Dockerfile`` and the repository's bundle; ``dest`` (for ``ImageBuilder.build``)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    bundle = dest / BUNDLE
+    bundle.unlink(missing_ok=True)
+    cmd = ["git", *GIT_OPTS, "-C", str(project.root), "bundle", "create", "-q", str(bundle.resolve()), BRANCH]
+    done = subprocess.run(cmd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise TaskError(f"git bundle of {project.root} failed: {done.stderr.strip() or done.returncode}")
+    dist = project.name.replace("-", "_").replace(".", "_")
+    text = _TEMPLATE.format(
+        name=project.name,
+        version=project.version,
+        licence=project.licence or "licence unknown",
+        base=project.base_commit,
+        image=base,
+        bundle=BUNDLE,
+        branch=BRANCH,
+        deps=" ".join(shlex.quote(d) for d in project.test_deps),
+        archive_glob=shlex.quote(f"{project.name}-*"),
+        wheel_glob=shlex.quote(f"{dist}-*"),
+    )
+    (dest / "Dockerfile").write_text(text)
+    return dest
