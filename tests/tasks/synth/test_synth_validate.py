@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -85,3 +86,26 @@ async def test_the_baseline_knows_what_passed(toolz_baseline: Baseline) -> None:
     # The instance's real bug in ``tail``: failing at the baseline, so never a FAIL_TO_PASS test.
     assert toolz_baseline.statuses["toolz/tests/test_itertoolz.py::test_tail"] == "FAILED"
     assert "toolz/tests/test_itertoolz.py::test_tail" not in toolz_baseline.passed
+
+
+async def test_cancelling_validation_stops_every_fork_and_records_nothing_unfinished(
+    toolz_baseline: Baseline, itertoolz_source: str, tmp_path: Path
+) -> None:
+    loops = [
+        FakeCandidate(ITERTOOLZ, itertoolz_source.replace(body, "    while True:\n        pass\n", 1))
+        for body in (FIRST_BODY, SECOND_BODY)
+    ]
+    results = tmp_path / "trials.jsonl"
+    task = asyncio.ensure_future(
+        validate_all(toolz_baseline, loops, workers=2, results=results, timeout_s=300)
+    )
+    for _ in range(600):  # until both forks run their suites
+        await asyncio.sleep(0.1)
+        if len(sandbox_leaks()["dirs"]) == 2 and sandbox_leaks()["procs"]:
+            break
+    assert len(sandbox_leaks()["dirs"]) == 2, "both forks should be running"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sandbox_leaks() == NO_LEAKS
+    assert not results.exists() or results.read_text() == ""  # a restart tries them again

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Protocol
 
+from ares.sandbox.local import LocalSandbox
 from ares.tasks.synth.baseline import Baseline
 from ares.tasks.synth.suite import SuiteRun, run_suite
 from ares.tasks.synth.verdict import Bounds, Reason, judge
@@ -101,7 +102,17 @@ async def _run_in_fork(baseline: Baseline, path: str, source: str, timeout_s: fl
         await fork.exec(f"rm -f {shlex.quote(f'{pure.parent}/__pycache__/{pure.stem}')}.*.pyc", cwd="/")
         return await run_suite(fork, baseline.test_paths, cwd=baseline.testbed, timeout_s=timeout_s)
     finally:
-        await asyncio.shield(fork.stop())
+        await _stop(fork)
+
+
+async def _stop(fork: LocalSandbox) -> None:
+    """Stop ``fork`` to the end even if the caller is cancelled meanwhile (then re-raise)."""
+    stopping = asyncio.ensure_future(fork.stop())
+    try:
+        await asyncio.shield(stopping)
+    except asyncio.CancelledError:
+        await stopping
+        raise
 
 
 async def try_candidate(
