@@ -63,6 +63,9 @@ async def test_a_bug_in_first_is_kept_with_its_failing_tests(
     assert set(trial.fail_to_pass) == BROKEN_FIRST
     assert set(trial.pass_to_pass) == toolz_baseline.passed - BROKEN_FIRST
     assert trial.key == candidate.key and trial.strategy == "hand"
+    failures = trial.extra["failures"]  # the statement's material: assertion lines, no paths
+    assert set(failures) <= {t.split("::")[-1] for t in BROKEN_FIRST} and failures.get("test_first")
+    assert not any(".py" in line for lines in failures.values() for line in lines)
     assert sandbox_leaks() == NO_LEAKS
 
 

@@ -40,6 +40,11 @@ def failure_lines(log: str) -> dict[str, list[str]]:
     return blocks
 
 
+def block_name(test_id: str) -> str:
+    """The name pytest gives a test's failure block: ``path::Class::test[id]`` -> ``Class.test``."""
+    return ".".join(test_id.split("::")[1:]).split("[")[0] or test_id
+
+
 def humanize(test_id: str) -> str:
     """``pkg/tests/test_x.py::TestTail::test_tail_of_iterator[a]`` -> ``tail of iterator``."""
     name = test_id.split("::")[-1].split("[")[0]
@@ -63,7 +68,7 @@ def template_statement(
     lines += [""] + [f"- {humanize(t)}" + (f" (`{t}`)" if tests_visible else "") for t in shown]
     if len(failing) > len(shown):
         lines.append(f"- ... and {len(failing) - len(shown)} more")
-    details = [(t, failures.get(t.split("::")[-1].split("[")[0]) or []) for t in shown]
+    details = [(t, failures.get(block_name(t)) or []) for t in shown]
     details = [(t, d) for t, d in details if d]
     if details:
         lines += ["", "What I see:", ""]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import asyncio
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ares.sandbox.base import Sandbox
 from ares.tasks.swe.grading import TestStatus, parse_log
+from ares.tasks.synth.statements import failure_lines
 
 #: No cache dir: a run must leave nothing that changes the next fork's run.
 PYTEST = "python -m pytest -rA -p no:cacheprovider"
@@ -30,6 +31,9 @@ class SuiteRun:
     timed_out: bool
     seconds: float
     tail: str
+    #: The assertion (``E``) lines of each failing test, paths and line numbers removed: the material
+    #: of a kept bug's problem statement (``statements.failure_lines``).
+    failures: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def suite_command(test_paths: Sequence[str]) -> str:
@@ -41,4 +45,8 @@ async def run_suite(sandbox: Sandbox, test_paths: Sequence[str], *, cwd: str, ti
     result = await sandbox.exec(suite_command(test_paths), cwd=cwd, timeout_s=timeout_s)
     log = result.stdout + result.stderr
     statuses = {} if result.timed_out else await asyncio.to_thread(parse_log, result.stdout, "pytest")
-    return SuiteRun(statuses, result.exit_code, result.timed_out, result.duration_s, log[-TAIL_CHARS:])
+    failures = {} if result.timed_out else await asyncio.to_thread(failure_lines, result.stdout)
+    return SuiteRun(
+        statuses, result.exit_code, result.timed_out, result.duration_s, log[-TAIL_CHARS:],
+        {name: tuple(lines) for name, lines in failures.items()},
+    )  # fmt: skip

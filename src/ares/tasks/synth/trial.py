@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from ares.sandbox.local import LocalSandbox
 from ares.tasks.synth.baseline import Baseline
+from ares.tasks.synth.statements import block_name
 from ares.tasks.synth.suite import SuiteRun, run_suite
 from ares.tasks.synth.verdict import Bounds, Reason, judge
 
@@ -162,7 +163,9 @@ async def try_candidate(
                 runs=number, seconds=elapsed, detail=detail,
             )  # fmt: skip
     assert first is not None
+    shown = {block_name(name) for name in first}
+    failures = {name: list(lines) for name, lines in run.failures.items() if name in shown}
     return Trial(
         candidate.key, path, strategy, Reason.KEPT, tuple(sorted(first)), tuple(sorted(passed - first)),
-        runs=runs, seconds=time.monotonic() - started,
+        runs=runs, seconds=time.monotonic() - started, extra={"failures": failures} if failures else {},
     )  # fmt: skip
