@@ -1,5 +1,6 @@
 """``ares tasks``: commands about task sources themselves; ``validate`` checks that a source's tasks
-can be trusted before anyone trains or evaluates on them; ``stats`` summarizes a SWE-format set.
+can be trusted before anyone trains or evaluates on them; ``stats`` summarizes a SWE-format set;
+``synth`` makes one from a Python project (``ares.tasks.synth``).
 
 ``ares tasks validate SOURCE`` runs each task's reference solution (the oracle policy, ``--repeats``
 times) and the null policy on the same runner, sandboxes and verifiers as ``ares run``, writes
@@ -41,7 +42,7 @@ from ares.registry import PRESETS, make
 from ares.sandbox.backends import make_sandbox_factory
 from ares.tasks.validate import REPORT_NAME, TaskValidation, ValidationReport, preset_for_path, validate_tasks
 
-app = typer.Typer(help="Work with task sources: validate them, summarize them.", no_args_is_help=True)
+app = typer.Typer(help="Work with task sources: make, validate and summarize them.", no_args_is_help=True)
 console = Console()
 
 #: Exit code when some task is not good (mistakes exit 2).
@@ -223,3 +224,66 @@ def stats(
     console.print(spreads)
     for skipped in summary.skipped:
         console.print(f"skipped: {escape(skipped)}", highlight=False)
+
+
+@app.command()
+def synth(
+    source: Annotated[
+        str,
+        typer.Argument(help="A git repository or directory, an sdist, or a PyPI requirement (toolz==1.2.0)."),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="The set's directory (instances.jsonl, images/, work/).")
+    ],
+    strategies: Annotated[
+        str | None, typer.Option("--strategies", help="Comma-separated mutation strategies (default: all).")
+    ] = None,
+    max_candidates: Annotated[
+        int, typer.Option("--max-candidates", min=1, help="Single bugs to validate.")
+    ] = 300,
+    per_function: Annotated[int, typer.Option("--per-function", min=1, help="Candidates per function.")] = 2,
+    combinations: Annotated[
+        int, typer.Option("--combinations", min=0, help="Pairs of kept bugs (one file) to try.")
+    ] = 40,
+    workers: Annotated[
+        int | None, typer.Option("--workers", min=1, help="Forks at once (default: CPUs).")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds per candidate run.")] = 60.0,
+    max_failing: Annotated[
+        int, typer.Option("--max-failing", min=1, help="Most FAIL_TO_PASS tests kept.")
+    ] = 50,
+    tests_visible: Annotated[
+        bool, typer.Option("--tests-visible", help="Leave the failing tests in the agent's repository.")
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Sampling seed (same seed, same set).")] = 0,
+) -> None:
+    """Make validated SWE-format tasks from a Python project: bugs on its syntax tree, each kept only
+    when 1..--max-failing of its passing tests fail, twice in a row, in a fork of the installed project."""
+    from ares.tasks.synth.factory import SynthOptions, synthesize
+    from ares.tasks.synth.mutate import STRATEGIES
+
+    chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else None
+    unknown = sorted(set(chosen or ()) - set(STRATEGIES))
+    if unknown:
+        raise fail(f"unknown strategies: {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
+    options = SynthOptions(
+        strategies=chosen, max_candidates=max_candidates, per_function=per_function,
+        combinations=combinations, workers=workers, timeout_s=timeout, max_failing=max_failing,
+        tests_visible=tests_visible, seed=seed,
+    )  # fmt: skip
+    try:
+        with build_listener(lambda event: None):
+            report = asyncio.run(
+                synthesize(source, out, options, say=lambda text: console.print(escape(text)))
+            )
+    except (AresError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    table = Table("strategy", "instances")
+    for name, count in report.by_strategy.items():
+        table.add_row(escape(name), str(count))
+    console.print(table)
+    console.print(
+        f"{report.instances} instances from {report.candidates} candidates in {out / 'instances.jsonl'} "
+        f"(image {report.image}; yield per reason in {out / 'synth.json'})",
+        highlight=False,
+    )

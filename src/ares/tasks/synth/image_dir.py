@@ -18,6 +18,13 @@ from ares.tasks.synth.project import Project
 
 BASE = "ares/host-python"
 BUNDLE = "project.bundle"
+#: The synthesized instances' base commits, fetched in a last layer so the install above stays cached.
+INSTANCES_BUNDLE = "instances.bundle"
+_INSTANCES = """\
+COPY {bundle} /tmp/{bundle}
+RUN git -C /testbed fetch -q /tmp/{bundle} 'refs/heads/*:refs/heads/*' \\
+ && rm -f /tmp/{bundle} /testbed/.git/FETCH_HEAD
+"""
 
 _TEMPLATE = """\
 # {name} {version} ({licence}): the release at /testbed as one root commit, installed
@@ -42,15 +49,19 @@ WORKDIR /testbed
 """
 
 
-def write_image_dir(project: Project, dest: Path, *, base: str = BASE) -> Path:
-    """Write ``dest/Dockerfile`` and the repository's bundle; ``dest`` (for ``ImageBuilder.build``)."""
+def write_image_dir(
+    project: Project, dest: Path, *, base: str = BASE, instance_refs: tuple[str, ...] = ()
+) -> Path:
+    """Write ``dest/Dockerfile`` and the repository's bundle; ``dest`` (for ``ImageBuilder.build``).
+
+    ``instance_refs`` (branch names in the project's repository) are carried in a second bundle,
+    fetched in the image's last layer: every synthesized instance's base commit is in /testbed's
+    repository (the SWE environment's hygiene step cuts each instance's image down to its own)."""
     dest.mkdir(parents=True, exist_ok=True)
-    bundle = dest / BUNDLE
-    bundle.unlink(missing_ok=True)
-    cmd = ["git", *GIT_OPTS, "-C", str(project.root), "bundle", "create", "-q", str(bundle.resolve()), BRANCH]
-    done = subprocess.run(cmd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise TaskError(f"git bundle of {project.root} failed: {done.stderr.strip() or done.returncode}")
+    _bundle(project.root, dest / BUNDLE, [BRANCH])
+    (dest / INSTANCES_BUNDLE).unlink(missing_ok=True)
+    if instance_refs:
+        _bundle(project.root, dest / INSTANCES_BUNDLE, [f"refs/heads/{ref}" for ref in instance_refs])
     dist = project.name.replace("-", "_").replace(".", "_")
     text = _TEMPLATE.format(
         name=project.name,
@@ -64,5 +75,16 @@ def write_image_dir(project: Project, dest: Path, *, base: str = BASE) -> Path:
         archive_glob=shlex.quote(f"{project.name}-*"),
         wheel_glob=shlex.quote(f"{dist}-*"),
     )
+    if instance_refs:
+        workdir = text.rindex("WORKDIR /testbed")
+        text = text[:workdir] + _INSTANCES.format(bundle=INSTANCES_BUNDLE) + text[workdir:]
     (dest / "Dockerfile").write_text(text)
     return dest
+
+
+def _bundle(repo: Path, bundle: Path, refs: list[str]) -> None:
+    bundle.unlink(missing_ok=True)
+    cmd = ["git", *GIT_OPTS, "-C", str(repo), "bundle", "create", "-q", str(bundle.resolve()), *refs]
+    done = subprocess.run(cmd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise TaskError(f"git bundle of {repo} failed: {done.stderr.strip() or done.returncode}")

@@ -103,6 +103,11 @@ def commit_base(
     return BaseCommit(commit, patch, test_patch, tuple(hide))
 
 
+def publish_ref(repo: Path, name: str, commit: str) -> None:
+    """``refs/heads/<name>`` -> ``commit``, so a bundle of the repository carries the base."""
+    _Git(repo, {**os.environ, **GIT_IDENTITY})("update-ref", f"refs/heads/{name}", commit)
+
+
 def instance_row(
     *,
     project: Mapping[str, str],

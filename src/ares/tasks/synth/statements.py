@@ -54,27 +54,34 @@ def humanize(test_id: str) -> str:
 def template_statement(
     project: str, failing: Sequence[str], failures: Mapping[str, Sequence[str]], *, tests_visible: bool
 ) -> str:
-    """An issue report: a title, what fails, the assertion output; test ids only when they are visible."""
-    shown = list(failing)[:MAX_TESTS]
-    topics = sorted({humanize(t) for t in shown})
+    """An issue report: a title, the behaviours that fail (one line per behaviour, however many tests
+    show it), the distinct assertion outputs; test ids only when they are visible."""
+    topics: dict[str, list[str]] = {}
+    for test in failing:
+        topics.setdefault(humanize(test), []).append(test)
+    names = list(topics)[:MAX_TESTS]
     title = (
-        f"{project}: {topics[0]} is broken" if len(topics) == 1 else f"{project}: regressions in {topics[0]}"
+        f"{project}: {names[0]} is broken" if len(topics) == 1 else f"{project}: regressions in {names[0]}"
     )
-    lines = [
-        title,
-        "",
-        f"Since the last change, {len(failing)} behaviour(s) of {project} no longer work as expected:",
-    ]
-    lines += [""] + [f"- {humanize(t)}" + (f" (`{t}`)" if tests_visible else "") for t in shown]
-    if len(failing) > len(shown):
-        lines.append(f"- ... and {len(failing) - len(shown)} more")
-    details = [(t, failures.get(block_name(t)) or []) for t in shown]
-    details = [(t, d) for t, d in details if d]
-    if details:
+    lines = [title, "", f"Since the last change, {project} no longer behaves as expected:", ""]
+    for topic in names:
+        tests = topics[topic]
+        seen = f" ({len(tests)} tests)" if len(tests) > 1 else ""
+        ids = f": {', '.join(f'`{t}`' for t in tests[:MAX_TESTS])}" if tests_visible else ""
+        lines.append(f"- {topic}{seen}{ids}")
+    if len(topics) > len(names):
+        lines.append(f"- ... and {len(topics) - len(names)} more")
+    outputs: list[tuple[str, tuple[str, ...]]] = []
+    for topic in names:
+        for test in topics[topic]:
+            found = tuple(failures.get(block_name(test)) or ())
+            if found and all(found != known for _, known in outputs):
+                outputs.append((topic, found))
+    if outputs:
         lines += ["", "What I see:", ""]
-        for test, found in details:
-            lines += ["```", f"# {humanize(test)}", *found, "```", ""]
-    lines += ["", "These used to work. Please fix the library so that they behave correctly again."]
+        for topic, found in outputs[:MAX_TESTS]:
+            lines += ["```", f"# {topic}", *found, "```", ""]
+    lines += ["", "This used to work. Please fix the library so that it behaves correctly again."]
     return "\n".join(lines).rstrip() + "\n"
 
 

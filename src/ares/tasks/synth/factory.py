@@ -1,0 +1,243 @@
+"""``ares tasks synth``: one project in, validated SWE-format instances out.
+
+The pipeline, each step its own module:
+
+1. ``project.resolve_project``: the source as a one-commit repository, its packages, tests, test deps;
+2. ``image_dir.write_image_dir`` + the local builder: the project installed once, tagged
+   ``ares-synth/<name>:<version>``;
+3. ``baseline.take_baseline``: the suite run once in that image and snapshotted;
+4. ``mutate.candidates``: single-edit bugs on the syntax tree (capped, deterministic for a seed);
+5. ``validate.validate_all``: each candidate in a fork of the snapshot, twice (resumable);
+6. ``mutate.combine``: pairs of kept bugs in one file, validated the same way (harder tasks);
+7. ``instances``: a root base commit per kept bug, the fix and hidden-test diffs, a statement
+   (``statements``; one that names the fix's file or quotes its lines is replaced by a terser one);
+   then the image is rebuilt with every base in its repository, and ``instances.jsonl`` and
+   ``synth.json`` (the yield per strategy and per reason) are written.
+
+Everything under ``OUT/work`` makes a rerun cheap: trials already judged are not run again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import itertools
+import json
+import os
+import random
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ares.sandbox.local.images import local_builder
+from ares.tasks.synth import statements
+from ares.tasks.synth.baseline import baseline_of
+from ares.tasks.synth.image_dir import write_image_dir
+from ares.tasks.synth.instances import (
+    commit_base,
+    hidden_test_files,
+    instance_id,
+    instance_row,
+    publish_ref,
+    write_instances,
+)
+from ares.tasks.synth.mutate import Mutation, candidates, combine, diff
+from ares.tasks.synth.project import Project, resolve_project
+from ares.tasks.synth.trial import Trial
+from ares.tasks.synth.validate import Summary, read_results, validate_all
+from ares.tasks.synth.verdict import Bounds
+
+IMAGE_PREFIX = "ares-synth"
+
+
+@dataclass(frozen=True)
+class SynthOptions:
+    """Knobs of one run (the CLI's options)."""
+
+    strategies: tuple[str, ...] | None = None
+    max_candidates: int = 300
+    per_function: int | None = 2
+    combinations: int = 40
+    workers: int | None = None
+    timeout_s: float = 60.0
+    max_failing: int = 50
+    tests_visible: bool = False
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """A mutation with the key validation files it under (a hash of its diff)."""
+
+    mutation: Mutation
+    key: str
+
+    @property
+    def path(self) -> str:
+        return self.mutation.path
+
+    @property
+    def after(self) -> str:
+        return self.mutation.after
+
+    @property
+    def strategy(self) -> str:
+        return self.mutation.strategy
+
+    @classmethod
+    def of(cls, mutation: Mutation) -> Keyed:
+        return cls(mutation, hashlib.sha256(diff(mutation).encode()).hexdigest()[:20])
+
+
+@dataclass(frozen=True)
+class SynthReport:
+    """What a run made: the set, its image, and the yield."""
+
+    project: str
+    version: str
+    image: str
+    out: Path
+    candidates: int
+    singles: Summary
+    combinations: Summary | None
+    instances: int
+    statements_replaced: int = 0
+    by_strategy: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["out"] = str(self.out)
+        return data
+
+
+async def synthesize(
+    source: str, out: Path, options: SynthOptions = SynthOptions(), *, say: Callable[[str], None] = print
+) -> SynthReport:
+    """Run the whole pipeline for ``source`` into ``out`` (see the module docstring)."""
+    work = out / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    project = await resolve_project(source, work)
+    packages, tests = ", ".join(project.package_dirs), ", ".join(project.test_paths)
+    say(f"{project.name} {project.version}: packages {packages}; tests {tests}")
+    tag = f"{IMAGE_PREFIX}/{project.name}:{project.version}"
+    image_dir = out / "images" / project.name
+    await asyncio.to_thread(write_image_dir, project, image_dir)
+    await local_builder().build(image_dir, tags=(tag,))
+    bounds = Bounds(max_failing=options.max_failing)
+    mutations = await asyncio.to_thread(_candidates, project, options)
+    say(f"{len(mutations)} candidate bugs; validating in forks of the installed project")
+    by_key = {keyed.key: keyed for keyed in mutations}
+    async with baseline_of(tag, project.test_paths) as baseline:
+        say(f"baseline: {len(baseline.passed)} tests pass")
+        singles = await validate_all(
+            baseline, mutations, results=work / "trials.jsonl", workers=options.workers,
+            timeout_s=options.timeout_s, bounds=bounds,
+        )  # fmt: skip
+        kept = [t for t in read_results(work / "trials.jsonl").values() if t.kept and t.key in by_key]
+        combos = _combinations(kept, by_key, options)
+        for keyed in combos:
+            by_key[keyed.key] = keyed
+        combined = None
+        if combos:
+            say(f"{len(kept)} kept; trying {len(combos)} combinations")
+            combined = await validate_all(
+                baseline, combos, results=work / "combinations.jsonl", workers=options.workers,
+                timeout_s=options.timeout_s, bounds=bounds,
+            )  # fmt: skip
+            kept += [
+                t for t in read_results(work / "combinations.jsonl").values() if t.kept and t.key in by_key
+            ]
+    rows, replaced = await asyncio.to_thread(_rows, project, kept, by_key, tag, options)
+    refs = tuple(str(row["instance_id"]) for row in rows)
+    await asyncio.to_thread(functools.partial(write_image_dir, project, image_dir, instance_refs=refs))
+    await local_builder().build(image_dir, tags=(tag,))
+    write_instances(rows, out / "instances.jsonl")
+    strategies = defaultdict(int)
+    for row in rows:
+        strategies[row["synth"]["strategy"]] += 1
+    report = SynthReport(
+        project.name, project.version, tag, out, len(mutations), singles, combined, len(rows), replaced,
+        dict(sorted(strategies.items())),
+    )  # fmt: skip
+    scratch = out / f".synth.json.{os.getpid()}"
+    scratch.write_text(json.dumps(report.to_dict(), indent=1, default=str))
+    os.replace(scratch, out / "synth.json")
+    return report
+
+
+def _candidates(project: Project, options: SynthOptions) -> list[Keyed]:
+    found = candidates(
+        project.root, project.package_dirs, strategies=options.strategies, seed=options.seed,
+        limit_per_function=options.per_function,
+    )  # fmt: skip
+    unique: dict[str, Keyed] = {}
+    for mutation in found:
+        keyed = Keyed.of(mutation)
+        unique.setdefault(keyed.key, keyed)
+    pool = list(unique.values())
+    if len(pool) > options.max_candidates:
+        pool = random.Random(options.seed).sample(pool, options.max_candidates)
+        pool.sort(key=lambda k: (k.path, k.mutation.line, k.strategy))
+    return pool
+
+
+def _combinations(kept: Sequence[Trial], by_key: dict[str, Keyed], options: SynthOptions) -> list[Keyed]:
+    """Up to ``options.combinations`` pairs of kept bugs in one file, in different functions."""
+    per_file: dict[str, list[Mutation]] = defaultdict(list)
+    for trial in kept:
+        per_file[trial.path].append(by_key[trial.key].mutation)
+    pairs = [
+        (a, b)
+        for mutations in per_file.values()
+        for a, b in itertools.combinations(mutations, 2)
+        if a.qualname != b.qualname
+    ]
+    random.Random(options.seed).shuffle(pairs)
+    made: dict[str, Keyed] = {}
+    for a, b in pairs:
+        if len(made) >= options.combinations:
+            break
+        merged = combine([a, b])
+        if merged is not None:
+            keyed = Keyed.of(merged)
+            made.setdefault(keyed.key, keyed)
+    return list(made.values())
+
+
+def _rows(
+    project: Project, kept: Sequence[Trial], by_key: dict[str, Keyed], image: str, options: SynthOptions
+) -> tuple[list[dict[str, Any]], int]:
+    """One row per kept trial (blocking: git); also how many statements were replaced for leaking."""
+    meta = {
+        "name": project.name, "version": project.version, "licence": project.licence,
+        "pristine": project.base_commit, "repo": f"synth/{project.name}",
+    }  # fmt: skip
+    rows, replaced = [], 0
+    for trial in sorted(kept, key=lambda t: t.key):
+        bug = by_key[trial.key].mutation
+        hide = () if options.tests_visible else hidden_test_files(trial.fail_to_pass)
+        base = commit_base(project.root, project.base_commit, bug, hide)
+        publish_ref(project.root, instance_id(project.name, base.patch), base.commit)
+        failures = trial.extra.get("failures") or {}
+        text = statements.template_statement(
+            project.name, trial.fail_to_pass, failures, tests_visible=options.tests_visible
+        )
+        if statements.quotes_the_diff(text, base.patch, [bug.path]):
+            text = statements.template_statement(project.name, trial.fail_to_pass, {}, tests_visible=False)
+            replaced += 1
+        rows.append(
+            instance_row(
+                project=meta,
+                bug=bug,
+                outcome=trial,
+                base=base,
+                image=image,
+                test_paths=project.test_paths,
+                statement=text,
+                tests_visible=options.tests_visible,
+            )
+        )
+    return rows, replaced
