@@ -11,7 +11,7 @@ simple operator flips in ``toolz/itertoolz.py`` as candidates (one suite run eac
 - validate_all: every candidate through ``validate_all`` with ``--workers`` forks at once
   (candidates per minute, the issue's figure).
 
-    .venv/bin/python bench/synth_validate.py [--candidates 10] [--tests toolz/tests] [--workers N]
+    .venv/bin/python bench/synth.py [--candidates 10] [--tests toolz/tests] [--workers N]
         [--install-samples 3]
 """
 
