@@ -25,3 +25,8 @@ def git(cwd: Path, *args: str, check: bool = True) -> subprocess.CompletedProces
     env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t"}
     env |= {"GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=check, capture_output=True, text=True)
+
+
+def git_apply(cwd: Path, patch: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``git apply ARGS -`` with ``patch`` on stdin (not checked: callers assert on it)."""
+    return subprocess.run(["git", "apply", *args, "-"], cwd=cwd, input=patch, text=True, capture_output=True)
