@@ -61,3 +61,21 @@ def test_test_files_are_never_mutated(tmp_path: Path) -> None:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(body)
     assert [m.path for m in candidates(root, ["pkg"], strategies=["flip_comparison"])] == ["pkg/core.py"]
+
+
+def test_diff_stays_minimal_next_to_a_look_alike_region(tmp_path: Path) -> None:
+    """boltons' namedutils.py holds two near-identical functions (namedtuple, namedlist): difflib's
+    junk heuristic once paired a change with the other copy, a 159-line hunk for a one-token edit."""
+    bundle = Path(__file__).parents[2] / "fixtures" / "swe" / "images" / "boltons" / "boltons.bundle"
+    clone = tmp_path / "boltons"
+    git(tmp_path, "clone", "-q", str(bundle), str(clone), check=False)
+    ref = git(clone, "for-each-ref", "--format=%(refname:short)", "refs/remotes/origin").stdout.split()[0]
+    source = git(clone, "show", f"{ref}:boltons/namedutils.py").stdout
+    root = _repo(tmp_path, "pkg/namedutils.py", source.encode())
+    found = list(candidates(root, ["pkg"], strategies=["flip_comparison"]))
+    assert len(found) >= 8
+    for m in found:
+        patch = diff(m)
+        changed = [line for line in patch.splitlines()[4:] if line[:1] in "+-"]
+        assert len(changed) == 2, patch
+        assert git_apply(root, patch, "--check").returncode == 0
