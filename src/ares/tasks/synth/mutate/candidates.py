@@ -101,9 +101,10 @@ def file_candidates(
         for site in _order(sites, operators, rng):
             if limit_per_function is not None and kept >= limit_per_function:
                 break
-            after = text.render(site)
+            rendered = text.render(site)
+            after = rendered.after
             digest = hashlib.blake2b(after.encode(), digest_size=16).digest()
-            if after == before or digest in seen or not _compiles(after, path):
+            if after == before or digest in seen or not _compiles(rendered.statement, path):
                 continue
             seen.add(digest)
             line = positions[site.edit.anchor].start.line

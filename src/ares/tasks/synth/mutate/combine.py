@@ -9,11 +9,10 @@ which drifts as soon as one edit adds or removes a node the other operator count
 
 from __future__ import annotations
 
-import difflib
 import itertools
 from collections.abc import Sequence
 
-from .mutation import Mutation, split_lines
+from .mutation import Mutation, changes, split_lines
 
 _COMBO = "combo:"
 
@@ -21,8 +20,7 @@ _COMBO = "combo:"
 def _hunks(base: list[str], mutation: Mutation) -> list[tuple[int, int, list[str]]]:
     """(start, end, new lines) for each changed range of ``base`` lines."""
     new = split_lines(mutation.after)
-    matcher = difflib.SequenceMatcher(None, base, new, autojunk=False)
-    return [(i1, i2, new[j1:j2]) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+    return [(i1, i2, new[j1:j2]) for _, i1, i2, j1, j2 in changes(base, new)]
 
 
 def _parts(strategy: str) -> list[str]:
