@@ -259,8 +259,11 @@ def synth(
 ) -> None:
     """Make validated SWE-format tasks from a Python project: bugs on its syntax tree, each kept only
     when 1..--max-failing of its passing tests fail, twice in a row, in a fork of the installed project."""
-    from ares.tasks.synth.factory import SynthOptions, synthesize
-    from ares.tasks.synth.mutate import STRATEGIES
+    try:
+        from ares.tasks.synth.factory import SynthOptions, synthesize
+        from ares.tasks.synth.mutate import STRATEGIES
+    except ImportError as exc:
+        raise fail(f"ares tasks synth needs {exc.name}: pip install 'ares[synth]'") from None
 
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else None
     unknown = sorted(set(chosen or ()) - set(STRATEGIES))
