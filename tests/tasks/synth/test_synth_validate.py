@@ -66,6 +66,10 @@ async def test_two_workers_validate_drop_duplicates_and_resume(
     assert again.by_reason == {"import_broken": 1, "kept": 2, "no_failing_test": 2}
     assert len(results.read_text().splitlines()) == 5
 
+    smaller = await validate_all(toolz_baseline, batch[:2], workers=2, results=results, timeout_s=120)
+    assert smaller.ran == 0 and smaller.resumed == 2  # a smaller pool: only its own trials count
+    assert smaller.trials == 2 and smaller.by_reason == {"kept": 2}
+
 
 async def test_a_torn_results_line_is_a_clear_error(toolz_baseline: Baseline, tmp_path: Path) -> None:
     results = tmp_path / "trials.jsonl"

@@ -24,7 +24,7 @@ from ares.tasks.synth.verdict import Bounds, Reason
 
 @dataclass(frozen=True, slots=True)
 class Summary:
-    """Counts over every trial in the results file plus this call's duplicates.
+    """Counts over this call's candidates: their trials (run now or read back) and duplicates.
 
     ``by_strategy`` maps strategy -> reason -> count; ``yield_by_strategy`` is kept / tried (tried
     counts duplicates too: they cost nothing but are not new tasks)."""
@@ -139,5 +139,7 @@ async def validate_all(
     async with asyncio.TaskGroup() as group:
         for _ in range(workers):
             group.create_task(worker())
-    every = [*done.values(), *fresh, *duplicates]
+    # Trials of an earlier, larger pool stay in the file (a later run may want them) but are not
+    # this pool's yield.
+    every = [*(trial for key, trial in done.items() if key in seen), *fresh, *duplicates]
     return _summarize(every, len(fresh), resumed, time.monotonic() - started)
