@@ -168,3 +168,13 @@ def test_env_setup_lines_come_first(repo: dict) -> None:
     assert lines[2:4] == list(OFFICIAL_ENV_SETUP) and lines[4].startswith("cd /testbed")
     assert "pytest -rA tests/test_calc.py tests/test_new.py" in script
     assert script.count(markers.START_TEST_OUTPUT) == 1 and "set -x" not in script
+
+
+def test_the_script_is_a_function_of_the_instance_and_its_delimiter_is_not_in_the_patch() -> None:
+    patch = "diff --git a/t.py b/t.py\n--- a/t.py\n+++ b/t.py\n@@ -1 +1 @@\n-x\n+y\n"
+    script = make_eval_script("abc123", patch)
+    assert script == make_eval_script("abc123", patch)  # a synthesized set is byte-for-byte reproducible
+    tag = script.split("<<'", 1)[1].split("'", 1)[0]
+    hostile = patch + f"+{tag}\n"  # a patch that quotes the delimiter of the plain one
+    other = make_eval_script("abc123", hostile).split("<<'", 1)[1].split("'", 1)[0]
+    assert other.startswith("ARES_EOF_") and other not in hostile

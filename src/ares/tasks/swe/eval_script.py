@@ -17,8 +17,9 @@ harness slices the log at the first two occurrences.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import re
-import secrets
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -95,11 +96,14 @@ def runner_args(files: Iterable[str], style: str = "pytest") -> list[str]:
 
 
 def _heredoc(text: str) -> tuple[str, str]:
-    """A quoted heredoc delimiter the text cannot contain (the text is data, never shell)."""
-    while True:
-        tag = f"ARES_EOF_{secrets.token_hex(8)}"
-        if tag not in text:
-            return tag, text if text.endswith("\n") else text + "\n"
+    """A quoted heredoc delimiter the text does not contain (the text is data, never shell), derived
+    from the text so that the same instance always gets the same script."""
+    body = text if text.endswith("\n") else text + "\n"
+    for salt in itertools.count():
+        tag = f"ARES_EOF_{hashlib.sha256(f'{salt}:{body}'.encode()).hexdigest()[:16]}"
+        if tag not in body:
+            return tag, body
+    raise AssertionError("unreachable")
 
 
 def _reset_lines(base_commit: str, files: Sequence[PatchFile]) -> list[str]:
