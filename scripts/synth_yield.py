@@ -54,9 +54,8 @@ def main(dirs: list[str]) -> None:
     print("| strategy | tried | kept | yield |")
     print("|---|---|---|---|")
     for name in sorted(tried_all, key=lambda n: (-kept_all[n] / max(1, tried_all[n]), n)):
-        print(
-            f"| {name} | {tried_all[name]} | {kept_all[name]} | {kept_all[name] / max(1, tried_all[name]):.0%} |"
-        )
+        share = kept_all[name] / max(1, tried_all[name])
+        print(f"| {name} | {tried_all[name]} | {kept_all[name]} | {share:.0%} |")
     print()
     print("| reason | trials |")
     print("|---|---|")
