@@ -4,24 +4,23 @@ The answer must be exactly one function of the same name (in a fenced block or b
 definitions, imports or statements, since a task's fix must touch that function only. The new node
 replaces the old one in the file's syntax tree (libcst), so every other byte of the file is kept
 and the new body takes the file's indentation; inside the function, the header and each body
-statement the answer left unchanged (same syntax tree; a docstring re-indented counts as the same)
-keep their original text, so the diff shows what the policy changed and not how it formats.
-Comments the original does not have are dropped (a model told not to may still write ``# bug
-here``), and an answer equal to the original once docstrings, comments and formatting are ignored
-is refused: it is no bug.
+statement the answer left unchanged (same syntax tree) keep their original text, so the diff shows
+what the policy changed, not how it formats; the docstring is always the original (a bug is in the
+code, and a model's own docstring may describe its bug). Comments the original does not have
+are dropped (a model told not to may still write ``# bug here``), and an answer equal to the
+original once docstrings, comments and formatting are ignored is refused: it is no bug.
 """
 
 from __future__ import annotations
 
 import ast
 import difflib
-import inspect
 import re
 import textwrap
 
 import libcst as cst
 
-from .functions import Function, walk
+from .functions import Function, docstring_and_rest, walk
 from .mutation import Mutation, changes, split_lines
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL | re.IGNORECASE)
@@ -88,12 +87,9 @@ def _normalized(code: str) -> str:
 
 
 def _key(module: cst.Module, stmt: cst.BaseStatement) -> str:
-    """A statement's identity for alignment: its AST, or the cleaned text of a docstring."""
-    tree = ast.parse(textwrap.dedent(module.code_for_node(stmt.with_changes(leading_lines=()))))
-    first = tree.body[0] if len(tree.body) == 1 else None
-    if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
-        return "doc:" + inspect.cleandoc(first.value.value)  # type: ignore[attr-defined]
-    return ast.dump(tree, include_attributes=False)
+    """A statement's identity for alignment: its syntax tree, whatever its formatting."""
+    code = textwrap.dedent(module.code_for_node(stmt.with_changes(leading_lines=())))
+    return ast.dump(ast.parse(code), include_attributes=False)
 
 
 def _header(module: cst.Module, node: cst.FunctionDef) -> str:
@@ -108,7 +104,11 @@ def _keep_unchanged(module: cst.Module, old: cst.FunctionDef, new: cst.FunctionD
     merged = old if _header(module, old) == _header(module, new) else new
     if not isinstance(old.body, cst.IndentedBlock) or not isinstance(new.body, cst.IndentedBlock):
         return merged.with_changes(body=new.body)
-    before, after = list(old.body.body), list(new.body.body)
+    # The original docstring, always: a bug is in the code, and a model's docstring may describe it.
+    doc, _ = docstring_and_rest(old.body)
+    before, after = list(old.body.body), [*doc, *docstring_and_rest(new.body)[1]]
+    if not after:
+        after = [cst.SimpleStatementLine([cst.Pass()])]
     matcher = difflib.SequenceMatcher(
         None, [_key(module, s) for s in before], [_key(module, s) for s in after], autojunk=False
     )
