@@ -233,8 +233,6 @@ async def test_a_silent_writer_counts_as_no_answer() -> None:
     ],
 )
 def test_the_cli_refuses_bad_policy_options(tmp_path: Path, args: list[str], message: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "ares.cli.main", "tasks", "synth", str(tmp_path), "--out", str(tmp_path / "o"), *args],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    command = ["tasks", "synth", str(tmp_path), "--out", str(tmp_path / "o"), *args]
+    done = subprocess.run([sys.executable, "-m", "ares.cli.main", *command], capture_output=True, text=True)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
