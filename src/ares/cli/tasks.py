@@ -308,21 +308,7 @@ def synth(
         "script": policy_script, "model": model, "base_url": base_url, "max_tokens": max_tokens,
         "temperature": temperature,
     }  # fmt: skip
-    specs = {"--llm-policy": llm_policy, "--writer": writer}
-    taken = {
-        flag: PolicyFlags.taking(spec, given, flag=flag, script_flag="--policy-script")
-        for flag, spec in specs.items()
-        if spec is not None
-    }
-    unused = unused_flags(given, list(taken.values()), script_flag="--policy-script")
-    if unused:
-        which = (
-            ", ".join(f"{flag} {flags.policy}" for flag, flags in taken.items()) or "no --llm-policy/--writer"
-        )
-        raise fail(f"{', '.join(unused)}: not an option of {which}")
-    policies = {
-        flag: _policy_spec(flags, max_tokens, temperature, policy_timeout) for flag, flags in taken.items()
-    }
+    policies = _synth_policies({"--llm-policy": llm_policy, "--writer": writer}, given, policy_timeout)
     options = SynthOptions(
         strategies=chosen, max_candidates=max_candidates, per_function=per_function,
         combinations=combinations, workers=workers, timeout_s=timeout, max_failing=max_failing,
@@ -352,10 +338,27 @@ def synth(
     )
 
 
-def _policy_spec(
-    flags: PolicyFlags, max_tokens: int | None, temperature: float | None, timeout: float
-) -> PolicySpec:
-    """The factory's ``PolicySpec`` of checked flags; the sampling flags also go on each request."""
-    return PolicySpec(
-        flags.policy, flags.options, max_tokens=max_tokens, temperature=temperature, timeout_s=timeout
-    )
+def _synth_policies(
+    specs: dict[str, str | None], given: dict[str, Any], timeout: float
+) -> dict[str, PolicySpec]:
+    """Each given policy (by its flag) with the flags it takes, checked as ``ares run`` checks them;
+    a flag no given policy takes is a mistake. The sampling flags also go on each request."""
+    taken = {
+        flag: PolicyFlags.taking(spec, given, flag=flag, script_flag="--policy-script")
+        for flag, spec in specs.items()
+        if spec is not None
+    }
+    unused = unused_flags(given, list(taken.values()), script_flag="--policy-script")
+    if unused:
+        which = ", ".join(f"{flag} {flags.policy}" for flag, flags in taken.items()) or "no policy"
+        raise fail(f"{', '.join(unused)}: not an option of {which}")
+    return {
+        flag: PolicySpec(
+            flags.policy,
+            flags.options,
+            max_tokens=given.get("max_tokens"),
+            temperature=given.get("temperature"),
+            timeout_s=timeout,
+        )
+        for flag, flags in taken.items()
+    }
