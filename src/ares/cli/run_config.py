@@ -8,15 +8,15 @@ and the preset's options, the policy timeout, the output directory) is derived h
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ares.cli.common import fail
+from ares.cli.policy_flags import PolicyFlags
 from ares.errors import AresError
-from ares.policies import API_POLICIES, LOCAL_OPTIONS, LOCAL_POLICY, POLICY_NAMES, split_policy
+from ares.policies import split_policy
 from ares.registry import Preset, get_preset, list_presets
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S
 from ares.tasks.model import VERIFIER_MODES
@@ -72,18 +72,10 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         spec = _preset(self.preset)
-        self._check_policy()
+        _ = self.policy_flags  # built to check the policy, its script and API flags
         self._check_preset_options(spec)
-        if self.script is not None and self.policy != "scripted":
-            raise fail(f"--script applies to --policy scripted only, not {self.policy!r}")
-        if self.policy == "scripted" and self.script is None:
-            raise fail("--policy scripted needs --script FILE.jsonl (one response per line)")
-        self._check_api_options()
         if self.trace not in TRACE_LEVELS:
             raise fail(f"--trace must be one of: {', '.join(TRACE_LEVELS)}; got {self.trace!r}")
-        name = self.api_key_env
-        if name is not None and not os.environ.get(name):
-            raise fail(f"--api-key-env {name}: ${name} is not set (or empty); export {name}=YOUR_KEY")
         if self.resume and self.out is None:
             raise fail("--resume needs --out DIR (the run to resume)")
         if not self.use_ray and (self.ray_actors is not None or self.retries or self.ray_address is not None):
@@ -97,17 +89,6 @@ class RunConfig:
         object.__setattr__(self, "track_specs", specs)  # frozen: set once, as it is built
 
     # ------------------------------------------------------------------ checks
-    def _check_policy(self) -> None:
-        try:
-            base = split_policy(self.policy)[0]
-        except AresError as exc:
-            raise fail(str(exc)) from None
-        if base not in POLICY_NAMES:
-            raise fail(
-                f"unknown policy {self.policy!r}; choose one of: {', '.join(POLICY_NAMES)}"
-                " (or local:PATH.gguf)"
-            )
-
     def _check_preset_options(self, spec: Preset) -> None:
         for option, value in self._preset_flags.items():
             if value is not None and option not in spec.options:
@@ -140,23 +121,15 @@ class RunConfig:
         if self.dataset is not None and not self.dataset.strip().partition("@")[0]:
             raise fail(f"--dataset {self.dataset!r}: give a dataset name, e.g. terminal-bench@2.0")
 
-    def _check_api_options(self) -> None:
-        """The API policies' flags go with an API policy (the local policy takes two of them)."""
-        given = [flag for flag, value in self.api_flags.items() if value is not None]
-        if split_policy(self.policy)[0] == LOCAL_POLICY:
-            given = [flag for flag in given if flag.removeprefix("--").replace("-", "_") not in LOCAL_OPTIONS]
-        if given and self.policy not in API_POLICIES:
-            verb = "applies" if len(given) == 1 else "apply"
-            others = ", ".join(API_POLICIES[1:])
-            raise fail(f"{', '.join(given)} {verb} to --policy openai only (and the SDK policies {others})")
-
     # ------------------------------------------------------------------ what the flags imply
     @property
-    def api_flags(self) -> dict[str, Any]:
-        return {
-            "--model": self.model, "--base-url": self.base_url, "--api-key-env": self.api_key_env,
-            "--max-tokens": self.max_tokens, "--temperature": self.temperature, "--timeout": self.timeout,
-        }  # fmt: skip
+    def policy_flags(self) -> PolicyFlags:
+        """The policy and its flags (checked as built: ``ares.cli.policy_flags``)."""
+        return PolicyFlags(
+            self.policy, script=self.script, model=self.model, base_url=self.base_url,
+            api_key_env=self.api_key_env, max_tokens=self.max_tokens, temperature=self.temperature,
+            timeout=self.timeout,
+        )  # fmt: skip
 
     @property
     def preset_options(self) -> dict[str, Any]:
@@ -184,18 +157,7 @@ class RunConfig:
     @property
     def policy_options(self) -> dict[str, Any]:
         """``make_policy(policy, **them)``: the options the chosen policy takes that were given."""
-        if split_policy(self.policy)[0] == LOCAL_POLICY:
-            names = {"max_tokens": self.max_tokens, "temperature": self.temperature}
-            return {k: v for k, v in names.items() if k in LOCAL_OPTIONS and v is not None}
-        if self.policy in API_POLICIES:
-            names = {"model": self.model, "base_url": self.base_url, "api_key_env": self.api_key_env}
-            names |= {
-                "max_tokens": self.max_tokens,
-                "temperature": self.temperature,
-                "timeout_s": self.timeout,
-            }
-            return {k: v for k, v in names.items() if v is not None}
-        return {"script": self.script} if self.script is not None else {}
+        return self.policy_flags.options
 
     @property
     def policy_timeout_s(self) -> float | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
@@ -23,16 +24,21 @@ from rich.table import Table
 
 from ares.cli.common import fail
 from ares.cli.engine_check import check_engine
+from ares.cli.policy_flags import PolicyFlags, unused_flags
 from ares.cli.progress import run_progress
 from ares.cli.run_config import RunConfig
 from ares.cli.run_options import (
+    BaseUrlOption,
     ConcurrencyOption,
     ImageTemplateOption,
+    MaxTokensOption,
+    ModelOption,
     PathOption,
     SandboxOption,
     ShardOption,
     SplitOption,
     TasksOption,
+    TemperatureOption,
     VerifierModeOption,
 )
 from ares.core.closing import Closable
@@ -40,6 +46,7 @@ from ares.errors import AresError
 from ares.images.progress import build_listener
 from ares.registry import PRESETS, make
 from ares.sandbox.backends import make_sandbox_factory
+from ares.tasks.synth.asking import PolicySpec
 from ares.tasks.validate import REPORT_NAME, TaskValidation, ValidationReport, preset_for_path, validate_tasks
 
 app = typer.Typer(help="Work with task sources: make, validate and summarize them.", no_args_is_help=True)
@@ -256,23 +263,57 @@ def synth(
         bool, typer.Option("--tests-visible", help="Leave the failing tests in the agent's repository.")
     ] = False,
     seed: Annotated[int, typer.Option("--seed", help="Sampling seed (same seed, same set).")] = 0,
+    llm_policy: Annotated[
+        str | None,
+        typer.Option(
+            "--llm-policy", metavar="SPEC", help="A policy that writes bugs too (llm_rewrite, llm_modify)."
+        ),
+    ] = None,
+    llm_functions: Annotated[
+        int, typer.Option("--llm-functions", min=1, help="Functions the --llm-policy is asked about.")
+    ] = 20,
+    writer: Annotated[
+        str | None,
+        typer.Option("--writer", metavar="SPEC", help="A policy that writes the problem statements."),
+    ] = None,
+    policy_script: Annotated[
+        Path | None, typer.Option("--policy-script", help="JSONL responses of a scripted policy.")
+    ] = None,
+    model: ModelOption = None,
+    base_url: BaseUrlOption = None,
+    max_tokens: MaxTokensOption = None,
+    temperature: TemperatureOption = None,
+    policy_timeout: Annotated[
+        float, typer.Option("--policy-timeout", min=0.001, help="Seconds one policy answer may take.")
+    ] = 300.0,
 ) -> None:
-    """Make validated SWE-format tasks from a Python project: bugs on its syntax tree, each kept only
-    when 1..--max-failing of its passing tests fail, twice in a row, in a fork of the installed project."""
+    """Make validated SWE-format tasks from a Python project: bugs on its syntax tree (and, with
+    --llm-policy, written by a policy), each kept only when 1..--max-failing of its passing tests
+    fail, twice in a row, in a fork of the installed project."""
     try:
         from ares.tasks.synth.factory import SynthOptions, synthesize
+        from ares.tasks.synth.llm_bugs import LLM_STRATEGIES
         from ares.tasks.synth.mutate import STRATEGIES
     except ImportError as exc:
         raise fail(f"ares tasks synth needs {exc.name}: pip install 'ares[synth]'") from None
 
     chosen = tuple(s.strip() for s in strategies.split(",") if s.strip()) if strategies else None
-    unknown = sorted(set(chosen or ()) - set(STRATEGIES))
+    known = (*STRATEGIES, *LLM_STRATEGIES)
+    unknown = sorted(set(chosen or ()) - set(known))
     if unknown:
-        raise fail(f"unknown strategies: {', '.join(unknown)}; choose from {', '.join(STRATEGIES)}")
+        raise fail(f"unknown strategies: {', '.join(unknown)}; choose from {', '.join(known)}")
+    if llm_policy is None and set(chosen or ()) & set(LLM_STRATEGIES):
+        raise fail(f"the strategies {', '.join(LLM_STRATEGIES)} need --llm-policy SPEC")
+    given = {
+        "script": policy_script, "model": model, "base_url": base_url, "max_tokens": max_tokens,
+        "temperature": temperature,
+    }  # fmt: skip
+    policies = _synth_policies({"--llm-policy": llm_policy, "--writer": writer}, given, policy_timeout)
     options = SynthOptions(
         strategies=chosen, max_candidates=max_candidates, per_function=per_function,
         combinations=combinations, workers=workers, timeout_s=timeout, max_failing=max_failing,
-        tests_visible=tests_visible, seed=seed,
+        tests_visible=tests_visible, seed=seed, llm_policy=policies.get("--llm-policy"),
+        llm_functions=llm_functions, writer=policies.get("--writer"),
     )  # fmt: skip
     try:
         with build_listener(lambda event: None):
@@ -285,8 +326,39 @@ def synth(
     for name, count in report.by_strategy.items():
         table.add_row(escape(name), str(count))
     console.print(table)
+    if report.llm is not None:
+        console.print(f"LLM bugs: {escape(json.dumps(report.llm['by_strategy']))}", highlight=False)
+    if report.writer is not None:
+        written = {k: v for k, v in report.writer.items() if k != "asking"}
+        console.print(f"statements by {escape(writer or '')}: {escape(json.dumps(written))}", highlight=False)
     console.print(
         f"{report.instances} instances from {report.candidates} candidates in {out / 'instances.jsonl'} "
         f"(image {report.image}; yield per reason in {out / 'synth.json'})",
         highlight=False,
     )
+
+
+def _synth_policies(
+    specs: dict[str, str | None], given: dict[str, Any], timeout: float
+) -> dict[str, PolicySpec]:
+    """Each given policy (by its flag) with the flags it takes, checked as ``ares run`` checks them;
+    a flag no given policy takes is a mistake. The sampling flags also go on each request."""
+    taken = {
+        flag: PolicyFlags.taking(spec, given, flag=flag, script_flag="--policy-script")
+        for flag, spec in specs.items()
+        if spec is not None
+    }
+    unused = unused_flags(given, list(taken.values()), script_flag="--policy-script")
+    if unused:
+        which = ", ".join(f"{flag} {flags.policy}" for flag, flags in taken.items()) or "no policy"
+        raise fail(f"{', '.join(unused)}: not an option of {which}")
+    return {
+        flag: PolicySpec(
+            flags.policy,
+            flags.options,
+            max_tokens=given.get("max_tokens"),
+            temperature=given.get("temperature"),
+            timeout_s=timeout,
+        )
+        for flag, flags in taken.items()
+    }

@@ -41,6 +41,7 @@ class Bug:
     qualname: str
     description: str
     after: str
+    author: str | None = None
 
 
 @dataclass(frozen=True)

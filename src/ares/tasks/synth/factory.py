@@ -7,10 +7,12 @@ The pipeline, each step its own module:
    ``ares-synth/<name>:<version>``;
 3. ``baseline.take_baseline``: the suite run once in that image and snapshotted;
 4. ``mutate.candidates``: single-edit bugs on the syntax tree (capped, deterministic for a seed);
+   with ``llm_policy``, also bugs a policy writes into a sample of functions (``llm_bugs``);
 5. ``validate.validate_all``: each candidate in a fork of the snapshot, twice (resumable);
 6. ``mutate.combine``: pairs of kept bugs in one file, validated the same way (harder tasks);
 7. ``instances``: a root base commit per kept bug, the fix and hidden-test diffs, a statement
-   (``statements``; one that names the fix's file or quotes its lines is replaced by a terser one);
+   (``statements``, or the ``writer`` policy's (``writer``); one that names the fix's file or quotes
+   its lines is replaced by a terser template one);
    then the image is rebuilt with every base in its repository, and ``instances.jsonl`` and
    ``synth.json`` (the yield per strategy and per reason) are written.
 
@@ -34,9 +36,11 @@ from typing import Any
 
 from ares.sandbox.local.images import local_builder
 from ares.tasks.synth import statements
+from ares.tasks.synth.asking import Asker, PolicySpec
 from ares.tasks.synth.baseline import baseline_of
 from ares.tasks.synth.image_dir import write_image_dir
 from ares.tasks.synth.instances import (
+    BaseCommit,
     commit_base,
     hidden_test_files,
     instance_id,
@@ -44,18 +48,21 @@ from ares.tasks.synth.instances import (
     publish_ref,
     write_instances,
 )
+from ares.tasks.synth.llm_bugs import CONCURRENCY, LLM_STRATEGIES, llm_mutations
 from ares.tasks.synth.mutate import Mutation, candidates, combine, diff
 from ares.tasks.synth.project import Project, resolve_project
 from ares.tasks.synth.trial import Trial
 from ares.tasks.synth.validate import Summary, read_results, validate_all
 from ares.tasks.synth.verdict import Bounds
+from ares.tasks.synth.writer import written_statement
 
 IMAGE_PREFIX = "ares-synth"
 
 
 @dataclass(frozen=True)
 class SynthOptions:
-    """Knobs of one run (the CLI's options)."""
+    """Knobs of one run (the CLI's options). ``strategies`` may name the LLM strategies only with
+    ``llm_policy``; with it and no ``strategies``, every strategy runs."""
 
     strategies: tuple[str, ...] | None = None
     max_candidates: int = 300
@@ -66,6 +73,26 @@ class SynthOptions:
     max_failing: int = 50
     tests_visible: bool = False
     seed: int = 0
+    llm_policy: PolicySpec | None = None
+    llm_functions: int = 20
+    writer: PolicySpec | None = None
+
+    def procedural(self) -> tuple[str, ...] | None:
+        """The procedural strategies asked for (None: all)."""
+        if self.strategies is None:
+            return None
+        return tuple(s for s in self.strategies if s not in LLM_STRATEGIES)
+
+    def llm(self) -> tuple[str, ...]:
+        """The LLM strategies to run (none without ``llm_policy``)."""
+        asked = (
+            LLM_STRATEGIES
+            if self.strategies is None
+            else tuple(s for s in self.strategies if s in LLM_STRATEGIES)
+        )
+        if asked and self.llm_policy is None and self.strategies is not None:
+            raise ValueError(f"the strategies {', '.join(asked)} need an LLM policy (--llm-policy SPEC)")
+        return asked if self.llm_policy is not None else ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +133,8 @@ class SynthReport:
     instances: int
     statements_replaced: int = 0
     by_strategy: dict[str, int] = field(default_factory=dict)
+    llm: dict[str, Any] | None = None
+    writer: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -117,6 +146,9 @@ async def synthesize(
     source: str, out: Path, options: SynthOptions = SynthOptions(), *, say: Callable[[str], None] = print
 ) -> SynthReport:
     """Run the whole pipeline for ``source`` into ``out`` (see the module docstring)."""
+    llm_strategies = options.llm()  # before any work: a mistake in the options fails at once
+    bug_asker = Asker.of(options.llm_policy) if options.llm_policy is not None and llm_strategies else None
+    writer = Asker.of(options.writer) if options.writer is not None else None
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
     project = await resolve_project(source, work)
@@ -128,7 +160,20 @@ async def synthesize(
     await local_builder().build(image_dir, tags=(tag,))
     bounds = Bounds(max_failing=options.max_failing)
     mutations = await asyncio.to_thread(_candidates, project, options)
-    say(f"{len(mutations)} candidate bugs; validating in forks of the installed project")
+    llm_report = None
+    if bug_asker is not None:
+        wanted = ", ".join(llm_strategies)
+        say(f"asking {bug_asker.name} for bugs ({wanted}) in up to {options.llm_functions} functions")
+        written, llm_report = await llm_mutations(
+            project.root, project.package_dirs, bug_asker, llm_strategies, functions=options.llm_functions,
+            seed=options.seed, cache=work / "llm_answers.jsonl",
+        )  # fmt: skip
+        unique = {keyed.key: keyed for keyed in map(Keyed.of, written)}
+        known = {keyed.key for keyed in mutations}
+        fresh = [keyed for key, keyed in unique.items() if key not in known]
+        mutations += fresh
+        llm_report["candidates"] = len(fresh)
+        say(f"{bug_asker.name} wrote {len(fresh)} candidate bugs")
     by_key = {keyed.key: keyed for keyed in mutations}
     async with baseline_of(tag, project.test_paths) as baseline:
         say(f"baseline: {len(baseline.passed)} tests pass")
@@ -150,7 +195,7 @@ async def synthesize(
             kept += [
                 t for t in read_results(work / "combinations.jsonl").values() if t.kept and t.key in by_key
             ]
-    rows, replaced = await asyncio.to_thread(_rows, project, kept, by_key, tag, options)
+    rows, replaced, writer_report = await _rows(project, kept, by_key, tag, options, writer)
     refs = tuple(str(row["instance_id"]) for row in rows)
     await asyncio.to_thread(functools.partial(write_image_dir, project, image_dir, instance_refs=refs))
     await local_builder().build(image_dir, tags=(tag,))
@@ -158,9 +203,11 @@ async def synthesize(
     strategies = defaultdict(int)
     for row in rows:
         strategies[row["synth"]["strategy"]] += 1
+    if llm_report is not None:
+        llm_report["instances"] = sum(1 for row in rows if row["synth"]["policy"] is not None)
     report = SynthReport(
         project.name, project.version, tag, out, len(mutations), singles, combined, len(rows), replaced,
-        dict(sorted(strategies.items())),
+        dict(sorted(strategies.items())), llm_report, writer_report,
     )  # fmt: skip
     scratch = out / f".synth.json.{os.getpid()}"
     scratch.write_text(json.dumps(report.to_dict(), indent=1, default=str))
@@ -169,8 +216,11 @@ async def synthesize(
 
 
 def _candidates(project: Project, options: SynthOptions) -> list[Keyed]:
+    procedural = options.procedural()
+    if procedural == ():
+        return []
     found = candidates(
-        project.root, project.package_dirs, strategies=options.strategies, seed=options.seed,
+        project.root, project.package_dirs, strategies=procedural, seed=options.seed,
         limit_per_function=options.per_function,
     )  # fmt: skip
     unique: dict[str, Keyed] = {}
@@ -207,37 +257,73 @@ def _combinations(kept: Sequence[Trial], by_key: dict[str, Keyed], options: Synt
     return list(made.values())
 
 
-def _rows(
-    project: Project, kept: Sequence[Trial], by_key: dict[str, Keyed], image: str, options: SynthOptions
-) -> tuple[list[dict[str, Any]], int]:
-    """One row per kept trial (blocking: git); also how many statements were replaced for leaking."""
+async def _rows(
+    project: Project,
+    kept: Sequence[Trial],
+    by_key: dict[str, Keyed],
+    image: str,
+    options: SynthOptions,
+    writer: Asker | None,
+) -> tuple[list[dict[str, Any]], int, dict[str, Any] | None]:
+    """One row per kept trial; also how many statements were replaced (leaking template text, or a
+    writer's answer that failed or leaked) and the writer's tally."""
     meta = {
         "name": project.name, "version": project.version, "licence": project.licence,
         "pristine": project.base_commit, "repo": f"synth/{project.name}",
     }  # fmt: skip
-    rows, replaced = [], 0
-    for trial in sorted(kept, key=lambda t: t.key):
-        bug = by_key[trial.key].mutation
-        hide = () if options.tests_visible else hidden_test_files(trial.fail_to_pass)
-        base = commit_base(project.root, project.base_commit, bug, hide)
-        publish_ref(project.root, instance_id(project.name, base.patch), base.commit)
+    ordered = sorted(kept, key=lambda t: t.key)
+    bases = await asyncio.to_thread(_bases, project, ordered, by_key, options)
+    gate = asyncio.Semaphore(CONCURRENCY)
+    tally: defaultdict[str, int] = defaultdict(int)
+
+    async def statement(trial: Trial, bug: Mutation, base: BaseCommit) -> tuple[str, str, bool]:
         failures = trial.extra.get("failures") or {}
+        if writer is not None:
+            async with gate:
+                text, outcome = await written_statement(
+                    writer, project.name, trial.fail_to_pass, failures, patch=base.patch, paths=[bug.path]
+                )
+            tally[outcome] += 1
+            if text is not None:
+                return text, writer.name, False
         text = statements.template_statement(
             project.name, trial.fail_to_pass, failures, tests_visible=options.tests_visible
         )
         if statements.quotes_the_diff(text, base.patch, [bug.path]):
             text = statements.template_statement(project.name, trial.fail_to_pass, {}, tests_visible=False)
-            replaced += 1
-        rows.append(
-            instance_row(
-                project=meta,
-                bug=bug,
-                outcome=trial,
-                base=base,
-                image=image,
-                test_paths=project.test_paths,
-                statement=text,
-                tests_visible=options.tests_visible,
-            )
+            return text, "template", True
+        return text, "template", writer is not None
+
+    texts = await asyncio.gather(
+        *(statement(trial, by_key[trial.key].mutation, base) for trial, base in bases)
+    )
+    rows = [
+        instance_row(
+            project=meta,
+            bug=by_key[trial.key].mutation,
+            outcome=trial,
+            base=base,
+            image=image,
+            test_paths=project.test_paths,
+            statement=text,
+            tests_visible=options.tests_visible,
+            writer=author,
         )
-    return rows, replaced
+        for (trial, base), (text, author, _) in zip(bases, texts, strict=True)
+    ]
+    writer_report = None if writer is None else {**dict(sorted(tally.items())), "asking": writer.report()}
+    return rows, sum(replaced for _, _, replaced in texts), writer_report
+
+
+def _bases(
+    project: Project, kept: Sequence[Trial], by_key: dict[str, Keyed], options: SynthOptions
+) -> list[tuple[Trial, BaseCommit]]:
+    """Each kept trial's base commit, published under its instance id (blocking: git)."""
+    bases = []
+    for trial in kept:
+        bug = by_key[trial.key].mutation
+        hide = () if options.tests_visible else hidden_test_files(trial.fail_to_pass)
+        base = commit_base(project.root, project.base_commit, bug, hide)
+        publish_ref(project.root, instance_id(project.name, base.patch), base.commit)
+        bases.append((trial, base))
+    return bases

@@ -49,6 +49,7 @@ class Bug(Protocol):
     qualname: str
     description: str
     after: str
+    author: str | None
 
 
 class Outcome(Protocol):
@@ -121,7 +122,9 @@ def instance_row(
     writer: str = "template",
 ) -> dict[str, Any]:
     """One SWE-bench-5.x-shaped row (see the module docstring); ``project`` has name, version,
-    licence, repo and pristine (the environment_setup_commit)."""
+    licence, repo and pristine (the environment_setup_commit). ``synth.policy`` is the policy that
+    wrote the bug (None for procedural ones), ``synth.statement_writer`` "template" or the policy
+    that wrote the statement."""
     changed = [
         line for line in base.patch.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")
     ]
@@ -157,7 +160,8 @@ def instance_row(
             "licence": project.get("licence", ""),
             "tests_visible": tests_visible,
             "hidden_tests": list(base.hidden_tests),
-            "writer": writer,
+            "policy": bug.author,
+            "statement_writer": writer,
         },
     }
 

@@ -71,4 +71,5 @@ def combine(mutations: Sequence[Mutation]) -> Mutation | None:
         description="; ".join(m.description for m in mutations),
         before=first.before,
         after=after,
+        author=next((m.author for m in mutations if m.author), None),
     )

@@ -16,7 +16,8 @@ class Mutation:
 
     ``strategy`` names the operator ("flip_comparison", or "combo:a+b" for combinations), ``path`` is
     relative to the repository root (POSIX), ``qualname`` the enclosing function (Python's
-    ``__qualname__`` spelling), ``line`` the 1-based line of the change in ``before``.
+    ``__qualname__`` spelling), ``line`` the 1-based line of the change in ``before``; ``author`` the
+    policy spec that wrote it (LLM strategies), None for the procedural operators.
     """
 
     strategy: str
@@ -26,6 +27,7 @@ class Mutation:
     description: str
     before: str
     after: str
+    author: str | None = None
 
 
 def split_lines(text: str) -> list[str]:
