@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,17 @@ async def test_a_project_becomes_graded_instances(clones: dict[str, Path], tmp_p
 
     again = await synthesize(str(source), out, OPTIONS, say=said.append)  # resumed: nothing runs twice
     assert again.singles.ran == 0 and again.instances == report.instances
+    assert again.image == report.image  # the tag is a function of what the image holds
     assert set_stats(out).instances == len(rows)
+
+    # Another set of the same release (fewer bugs) gets its own image; the first set still grades.
+    other = await synthesize(
+        str(source), tmp_path / "other", replace(OPTIONS, max_candidates=2, combinations=0), say=said.append
+    )
+    assert other.image != report.image and other.image.startswith("ares-synth/toolz:")
+    async with make("swebench", path=out, tasks=first) as episode_env:
+        result = await run_episode(episode_env, make_policy("oracle"), index=0, task=0, seed=0)
+    assert (result.status, result.reward) == ("finished", 1.0), result.record.get("error")
 
 
 def test_the_cli_refuses_unknown_strategies(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ The pipeline, each step its own module:
 
 1. ``project.resolve_project``: the source as a one-commit repository, its packages, tests, test deps;
 2. ``image_dir.write_image_dir`` + the local builder: the project installed once, tagged
-   ``ares-synth/<name>:<version>``;
+   ``ares-synth/<name>:<version>-<digest of its content>``;
 3. ``baseline.take_baseline``: the suite run once in that image and snapshotted;
 4. ``mutate.candidates``: single-edit bugs on the syntax tree (capped, deterministic for a seed);
    with ``llm_policy``, also bugs a policy writes into a sample of functions (``llm_bugs``);
@@ -38,7 +38,7 @@ from ares.sandbox.local.images import local_builder
 from ares.tasks.synth import statements
 from ares.tasks.synth.asking import Asker, PolicySpec
 from ares.tasks.synth.baseline import baseline_of
-from ares.tasks.synth.image_dir import write_image_dir
+from ares.tasks.synth.image_dir import image_tag, write_image_dir
 from ares.tasks.synth.instances import (
     BaseCommit,
     commit_base,
@@ -56,7 +56,6 @@ from ares.tasks.synth.validate import Summary, read_results, validate_all
 from ares.tasks.synth.verdict import Bounds
 from ares.tasks.synth.writer import written_statement
 
-IMAGE_PREFIX = "ares-synth"
 
 
 @dataclass(frozen=True)
@@ -154,7 +153,7 @@ async def synthesize(
     project = await resolve_project(source, work)
     packages, tests = ", ".join(project.package_dirs), ", ".join(project.test_paths)
     say(f"{project.name} {project.version}: packages {packages}; tests {tests}")
-    tag = f"{IMAGE_PREFIX}/{project.name}:{project.version}"
+    tag = image_tag(project)
     image_dir = out / "images" / project.name
     await asyncio.to_thread(write_image_dir, project, image_dir)
     await local_builder().build(image_dir, tags=(tag,))
@@ -197,6 +196,9 @@ async def synthesize(
             ]
     rows, replaced, writer_report = await _rows(project, kept, by_key, tag, options, writer)
     refs = tuple(str(row["instance_id"]) for row in rows)
+    tag = image_tag(project, refs)
+    for row in rows:
+        row["image"] = tag
     await asyncio.to_thread(functools.partial(write_image_dir, project, image_dir, instance_refs=refs))
     await local_builder().build(image_dir, tags=(tag,))
     write_instances(rows, out / "instances.jsonl")

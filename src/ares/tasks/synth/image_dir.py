@@ -6,6 +6,7 @@ rewrote (an sdist's egg-info) are restored, new ones (build metadata) are exclud
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import subprocess
@@ -17,6 +18,7 @@ from ares.tasks.synth.gitrepo import BRANCH
 from ares.tasks.synth.project import Project
 
 BASE = "ares/host-python"
+PREFIX = "ares-synth"
 BUNDLE = "project.bundle"
 #: The synthesized instances' base commits, fetched in a last layer so the install above stays cached.
 INSTANCES_BUNDLE = "instances.bundle"
@@ -47,6 +49,15 @@ RUN export PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \\
     then echo "an archive of {name} is left in the image" >&2; exit 1; fi
 WORKDIR /testbed
 """
+
+
+def image_tag(project: Project, instance_refs: tuple[str, ...] = ()) -> str:
+    """``ares-synth/<name>:<version>-<digest>``, the digest over what the image holds (the project's
+    tree, its test deps, the instances' base commits): two sets of one release never share a tag, so
+    making one cannot swap the image under the other's instances."""
+    content = "\n".join([project.base_commit, *project.test_deps, "--", *sorted(instance_refs)])
+    digest = hashlib.sha256(content.encode()).hexdigest()[:12]
+    return f"{PREFIX}/{project.name}:{project.version}-{digest}"
 
 
 def write_image_dir(
