@@ -57,7 +57,6 @@ from ares.tasks.synth.verdict import Bounds
 from ares.tasks.synth.writer import written_statement
 
 
-
 @dataclass(frozen=True)
 class SynthOptions:
     """Knobs of one run (the CLI's options). ``strategies`` may name the LLM strategies only with
