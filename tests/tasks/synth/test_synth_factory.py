@@ -32,6 +32,12 @@ OPTIONS = SynthOptions(
 
 async def test_a_project_becomes_graded_instances(clones: dict[str, Path], tmp_path: Path) -> None:
     source = plain_dir(clones["toolz"], tmp_path / "toolz")
+    # A test whose id comes from the clock (marshmallow has one): it passes, but no later run has it.
+    (source / "toolz/tests/test_clock.py").write_text(
+        "import time\n\nimport pytest\n\n\n"
+        "@pytest.mark.parametrize('stamp', [time.strftime('%H:%M:%S') + str(time.time_ns())])\n"
+        "def test_stamp(stamp):\n    assert stamp\n"
+    )
     out = tmp_path / "set"
     said: list[str] = []
     report = await synthesize(str(source), out, OPTIONS, say=said.append)
@@ -46,6 +52,10 @@ async def test_a_project_becomes_graded_instances(clones: dict[str, Path], tmp_p
         assert row["synth"]["fail_to_pass"] == len(json.loads(row["FAIL_TO_PASS"])) >= 1
         assert row["synth"]["qualname"] not in ("", None) and row["image"] == report.image
     assert json.loads((out / "synth.json").read_text())["instances"] == len(rows)
+    assert [name.split("[")[0] for name in report.unstable_tests] == [
+        "toolz/tests/test_clock.py::test_stamp"
+    ] * 2
+    assert not any("test_clock" in row["FAIL_TO_PASS"] + row["PASS_TO_PASS"] for row in rows)
 
     env = make("swebench", path=out)
     assert [task.id for task in env.tasks] == [row["instance_id"] for row in rows]

@@ -6,7 +6,7 @@ import pytest
 from synth_helpers import needs_swebench
 
 from ares.tasks.swe.grading import parse_log
-from ares.tasks.synth.verdict import Bounds, Reason, judge
+from ares.tasks.synth.verdict import Bounds, Reason, judge, still_passing
 
 pytestmark = needs_swebench
 
@@ -24,9 +24,14 @@ def test_failures_within_the_bound_are_kept() -> None:
     assert reason is Reason.KEPT and failing == {BASE.format(3), BASE.format(4)}
 
 
-def test_a_test_that_vanished_or_was_skipped_counts_as_failing() -> None:
+def test_a_skipped_test_counts_as_failing_and_a_vanished_one_in_neither_list() -> None:
+    # A test no longer reported has an unstable id (from the clock, say): no later run could be
+    # graded on it, so it is neither FAIL_TO_PASS nor PASS_TO_PASS.
     statuses = {k: v for k, v in log(test_1="SKIPPED").items() if k != BASE.format(2)}
-    assert judge(PASSED, statuses, 1, Bounds())[1] == {BASE.format(1), BASE.format(2)}
+    assert judge(PASSED, statuses, 1, Bounds())[1] == {BASE.format(1)}
+    assert still_passing(PASSED, statuses) == PASSED - {BASE.format(1), BASE.format(2)}
+    only_vanished = {k: v for k, v in log().items() if k != BASE.format(2)}
+    assert judge(PASSED, only_vanished, 0, Bounds())[0] is Reason.NO_FAILING_TEST
 
 
 def test_the_fraction_bound_applies_to_the_passing_tests() -> None:

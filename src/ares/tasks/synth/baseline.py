@@ -2,7 +2,9 @@
 
 Installing a project takes seconds to minutes; a fork of the snapshot starts in milliseconds with
 the install (and pytest's bytecode) already there. Tests that did not pass here can never be
-FAIL_TO_PASS, so only the passing set is kept for the verdicts.
+FAIL_TO_PASS, so only the passing set is kept for the verdicts. The suite runs a second time in a
+fork: a test that passes in only one of the two runs, or whose id changes between them (a
+parametrize id made from the clock or a random value), is ``unstable`` and left out of every task.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ class Baseline:
     statuses: Mapping[str, TestStatus]
     seconds: float
     testbed: str = TESTBED
+    unstable: frozenset[str] = frozenset()
 
     @property
     def passed(self) -> frozenset[str]:
-        return frozenset(name for name, status in self.statuses.items() if status == TestStatus.PASSED)
+        return _passed(self.statuses) - self.unstable
 
     def fork(self) -> LocalSandbox:
         """An unstarted sandbox of the image plus the snapshot (nothing reinstalled)."""
@@ -46,6 +49,10 @@ class Baseline:
     async def discard(self) -> None:
         """Free the snapshot's layers (once no fork of it runs)."""
         await LocalSandbox.discard_snapshot(self.snapshot)
+
+
+def _passed(statuses: Mapping[str, TestStatus]) -> frozenset[str]:
+    return frozenset(name for name, status in statuses.items() if status == TestStatus.PASSED)
 
 
 def _refusal(run: SuiteRun, passed: int) -> str | None:
@@ -75,7 +82,28 @@ async def take_baseline(
         snapshot = await sandbox.snapshot()
     finally:
         await sandbox.stop()
-    return Baseline(spec, snapshot, tuple(test_paths), run.statuses, run.seconds, testbed)
+    try:
+        again = await _run_again(snapshot, spec, test_paths, testbed, timeout_s)
+    except BaseException:
+        await LocalSandbox.discard_snapshot(snapshot)
+        raise
+    unstable = _passed(run.statuses) ^ _passed(again.statuses)
+    return Baseline(spec, snapshot, tuple(test_paths), run.statuses, run.seconds, testbed, unstable)
+
+
+async def _run_again(
+    snapshot: FilesystemSnapshot, spec: SandboxSpec, test_paths: Sequence[str], testbed: str, timeout_s: float
+) -> SuiteRun:
+    """The suite once more, in a fork of the snapshot (as every candidate will run)."""
+    fork = LocalSandbox.from_snapshot(snapshot, spec)
+    await fork.start()
+    try:
+        run = await run_suite(fork, test_paths, cwd=testbed, timeout_s=timeout_s)
+    finally:
+        await fork.stop()
+    if run.timed_out:
+        raise BaselineError(f"the baseline suite's second run timed out after {run.seconds:.0f}s")
+    return run
 
 
 @contextlib.asynccontextmanager

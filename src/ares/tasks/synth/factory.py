@@ -133,6 +133,8 @@ class SynthReport:
     by_strategy: dict[str, int] = field(default_factory=dict)
     llm: dict[str, Any] | None = None
     writer: dict[str, Any] | None = None
+    #: Tests whose result or id differed between two baseline runs (in no task's lists).
+    unstable_tests: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -174,7 +176,8 @@ async def synthesize(
         say(f"{bug_asker.name} wrote {len(fresh)} candidate bugs")
     by_key = {keyed.key: keyed for keyed in mutations}
     async with baseline_of(tag, project.test_paths) as baseline:
-        say(f"baseline: {len(baseline.passed)} tests pass")
+        say(f"baseline: {len(baseline.passed)} tests pass" + _unstable_note(baseline.unstable))
+        unstable = tuple(sorted(baseline.unstable))
         singles = await validate_all(
             baseline, mutations, results=work / "trials.jsonl", workers=options.workers,
             timeout_s=options.timeout_s, bounds=bounds,
@@ -208,12 +211,18 @@ async def synthesize(
         llm_report["instances"] = sum(1 for row in rows if row["synth"]["policy"] is not None)
     report = SynthReport(
         project.name, project.version, tag, out, len(mutations), singles, combined, len(rows), replaced,
-        dict(sorted(strategies.items())), llm_report, writer_report,
+        dict(sorted(strategies.items())), llm_report, writer_report, unstable,
     )  # fmt: skip
     scratch = out / f".synth.json.{os.getpid()}"
     scratch.write_text(json.dumps(report.to_dict(), indent=1, default=str))
     os.replace(scratch, out / "synth.json")
     return report
+
+
+def _unstable_note(unstable: frozenset[str]) -> str:
+    if not unstable:
+        return ""
+    return f" ({len(unstable)} unstable between two runs, left out of every task)"
 
 
 def _candidates(project: Project, options: SynthOptions) -> list[Keyed]:

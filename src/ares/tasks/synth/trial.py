@@ -19,7 +19,7 @@ from ares.sandbox.local import LocalSandbox
 from ares.tasks.synth.baseline import Baseline
 from ares.tasks.synth.statements import block_name
 from ares.tasks.synth.suite import SuiteRun, run_suite
-from ares.tasks.synth.verdict import Bounds, Reason, judge
+from ares.tasks.synth.verdict import Bounds, Reason, judge, still_passing
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -132,6 +132,7 @@ async def try_candidate(
         return Trial(candidate.key, path, strategy, Reason.TEST_ONLY)
     passed, bounds = baseline.passed, bounds or Bounds()
     first: frozenset[str] | None = None
+    unbroken = passed
     for number in range(1, runs + 1):
         run = await _run_in_fork(baseline, path, candidate.after, timeout_s)
         elapsed = time.monotonic() - started
@@ -141,6 +142,7 @@ async def try_candidate(
                 candidate.key, path, strategy, Reason.TIMEOUT, runs=number, seconds=elapsed, detail=detail
             )
         reason, failing = judge(passed, run.statuses, run.exit_code, bounds)
+        unbroken &= still_passing(passed, run.statuses)
         if first is None:
             first = failing
             if reason is not Reason.KEPT:
@@ -166,6 +168,6 @@ async def try_candidate(
     shown = {block_name(name) for name in first}
     failures = {name: list(lines) for name, lines in run.failures.items() if name in shown}
     return Trial(
-        candidate.key, path, strategy, Reason.KEPT, tuple(sorted(first)), tuple(sorted(passed - first)),
+        candidate.key, path, strategy, Reason.KEPT, tuple(sorted(first)), tuple(sorted(unbroken)),
         runs=runs, seconds=time.monotonic() - started, extra={"failures": failures} if failures else {},
     )  # fmt: skip

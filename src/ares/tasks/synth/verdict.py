@@ -1,8 +1,10 @@
 """Whether one suite run of a candidate bug makes a task, judged against the baseline's passing tests.
 
-FAIL_TO_PASS is every test that passed at the baseline and does not pass now (failed, errored,
-skipped or gone): the SWE grader counts only PASSED/XFAIL as passing, so the unfixed repository can
-never resolve the task. PASS_TO_PASS is the rest of the baseline's passing tests.
+FAIL_TO_PASS is every test that passed at the baseline and is reported not passing now (failed,
+errored, skipped): the SWE grader counts only PASSED/XFAIL as passing, so the unfixed repository can
+never resolve the task. A test that is not reported at all is in neither list: its id is not stable
+(a parametrize id made from the clock, say), so no later run could be graded on it.
+PASS_TO_PASS are the baseline's passing tests that still pass.
 """
 
 from __future__ import annotations
@@ -53,7 +55,11 @@ class Bounds:
 
 
 def fail_to_pass(passed: frozenset[str], statuses: Mapping[str, TestStatus]) -> frozenset[str]:
-    return frozenset(name for name in passed if statuses.get(name) not in PASSING)
+    return frozenset(name for name in passed if name in statuses and statuses[name] not in PASSING)
+
+
+def still_passing(passed: frozenset[str], statuses: Mapping[str, TestStatus]) -> frozenset[str]:
+    return frozenset(name for name in passed if statuses.get(name) in PASSING)
 
 
 def import_broken(passed: frozenset[str], statuses: Mapping[str, TestStatus], exit_code: int) -> bool:
