@@ -16,11 +16,22 @@ from synth_sources import plain_dir
 from ares.policies import make_policy
 from ares.registry import make
 from ares.rollout.runner import run_episode
+from ares.sandbox.local.images import image_sandbox, local_builder
 from ares.tasks.swe.harness import swebench_available
 from ares.tasks.synth.factory import SynthOptions, synthesize
 from ares.tasks.synth.stats import set_stats
 
 pytestmark = pytest.mark.skipif(not swebench_available(), reason="needs swebench + unidiff (ares[swe])")
+SOURCE_PROBE = """cd /testbed
+echo "all=$(git log --all --format=%H | wc -l)" "refs=$(git for-each-ref | wc -l)"
+git cat-file -e {pristine} 2>/dev/null && echo pristine=present || echo pristine=absent
+git cat-file -e {blob} 2>/dev/null && echo blob=present || echo blob=absent
+test -e {hidden} && echo hidden=present || echo hidden=absent
+timeout 60 pip download --no-deps -q -d /tmp/dl toolz==1.2.0 >/dev/null 2>&1 \\
+  && echo pip=fetched || echo pip=failed
+echo "archives=$(find / -xdev \\( -name 'toolz-*.whl' -o -name 'toolz-*.tar.gz' -o -name '*.bundle' \\) \\
+  2>/dev/null | wc -l)"
+"""
 OPTIONS = SynthOptions(
     strategies=("flip_comparison", "off_by_one", "remove_statement"),
     max_candidates=8,
@@ -68,6 +79,36 @@ async def test_a_project_becomes_graded_instances(clones: dict[str, Path], tmp_p
         rewards[policy] = result.reward
     assert rewards == {"oracle": 1.0, "null": 0.0}
 
+    # Hostile: from the agent's sandbox the original source is out of reach (history, objects, the
+    # hidden tests, PyPI, archives); the same probe on the set's own image finds it, so it is not hollow.
+    row = rows[0]
+    fixed_path = row["patch"].split(" b/", 1)[1].split("\n", 1)[0]
+    repo = out / "work" / "repo"
+    original = git_out(repo, "rev-parse", f"{row['environment_setup_commit']}:{fixed_path}")
+    probe = SOURCE_PROBE.format(
+        pristine=row["environment_setup_commit"], blob=original, hidden=row["synth"]["hidden_tests"][0]
+    )
+    async with make("swebench", path=out, tasks=first) as probe_env:
+        await probe_env.reset()
+        assert probe_env.sandbox is not None
+        seen = (await probe_env.sandbox.exec(probe, cwd="/testbed", timeout_s=120)).stdout.split()
+    assert seen == [
+        "all=1",
+        "refs=0",
+        "pristine=absent",
+        "blob=absent",
+        "hidden=absent",
+        "pip=failed",
+        "archives=0",
+    ]
+    raw = image_sandbox(await local_builder().from_name(report.image))
+    await raw.start()
+    try:
+        unclean = (await raw.exec(probe, cwd="/testbed", timeout_s=120)).stdout.split()
+    finally:
+        await raw.stop()
+    assert "pristine=present" in unclean and "blob=present" in unclean and "hidden=present" in unclean
+
     again = await synthesize(str(source), out, OPTIONS, say=said.append)  # resumed: nothing runs twice
     assert again.singles.ran == 0 and again.instances == report.instances
     assert again.image == report.image  # the tag is a function of what the image holds
@@ -81,6 +122,12 @@ async def test_a_project_becomes_graded_instances(clones: dict[str, Path], tmp_p
     async with make("swebench", path=out, tasks=first) as episode_env:
         result = await run_episode(episode_env, make_policy("oracle"), index=0, task=0, seed=0)
     assert (result.status, result.reward) == ("finished", 1.0), result.record.get("error")
+
+
+def git_out(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_the_cli_refuses_unknown_strategies(tmp_path: Path) -> None:
