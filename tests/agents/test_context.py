@@ -184,7 +184,8 @@ def assert_compactions(steps: list[tuple[LLMRequest, LLMResponse]]) -> int:
     """Each summary request is followed by a compacted one that starts from the task alone."""
     seen = marks(steps)
     summaries = [i for i, m in enumerate(seen) if m == "summary"]
-    assert len(steps) == TURNS and len(summaries) >= 3
+    # TURNS turns, one more when the policy owes a summary as it means to submit
+    assert TURNS <= len(steps) <= TURNS + 1 and len(summaries) >= 3
     for i in summaries:
         assert seen[i + 1] == "compacted"
         (fresh,) = steps[i + 1][0].messages  # system prompt + instruction + summary, nothing else
@@ -193,9 +194,9 @@ def assert_compactions(steps: list[tuple[LLMRequest, LLMResponse]]) -> int:
     return len(summaries)
 
 
-def assert_records_mark_the_splits(directory: Path, count: int) -> EpisodeRecord:
+def assert_records_mark_the_splits(directory: Path, count: int, turns: int) -> EpisodeRecord:
     (episode,) = load_episodes(directory)
-    assert episode.status == "finished" and len(episode.steps) == TURNS + 1
+    assert episode.status == "finished" and len(episode.steps) == turns + 1
     rows = turn_rows([episode])
     assert [r["context"] for r in rows].count("summary") == count
     starts = [r["turn"] for r in rows if r["sequence_start"]]
@@ -244,10 +245,10 @@ async def test_a_200_turn_episode_compacts_and_every_sequence_extends_its_own_pr
         else:
             assert nxt.metadata[PREFIX_KEY] == "extended" and nxt.prompt_token_ids[: len(head)] == head
     # The records, the training sequences and both exports show the same splits.
-    episode = assert_records_mark_the_splits(tmp_path, count)
+    episode = assert_records_mark_the_splits(tmp_path, count, len(steps))
     sequences = token_sequences(episode, strict=True)
     assert [s.start for s in sequences] == ["episode"] + ["compaction"] * count
-    assert sum(s.turns for s in sequences) == TURNS
+    assert sum(s.turns for s in sequences) == len(steps)
     compacted_turns = [i for i, m in enumerate(marks(steps)) if m == "compacted"]
     assert [s.first_turn for s in sequences] == [0, *compacted_turns]
     for s, first in zip(sequences, [0, *compacted_turns], strict=True):
@@ -277,7 +278,7 @@ async def test_a_200_turn_episode_compacts_on_the_estimate_without_a_tokenizer(t
     for obs, _ in steps:
         fits = estimated_prompt_tokens(obs) <= BUDGET
         assert fits == (obs.metadata.get(CONTEXT_KEY) != "summary")
-    assert_records_mark_the_splits(tmp_path, count)
+    assert_records_mark_the_splits(tmp_path, count, len(steps))
 
 
 async def test_the_tool_agent_compacts_too(tmp_path: Path) -> None:
@@ -285,7 +286,7 @@ async def test_the_tool_agent_compacts_too(tmp_path: Path) -> None:
     steps = await play(env, code_env, None)
     count = assert_compactions(steps)
     assert all(obs.tools for obs, _ in steps)  # the summary request keeps the tools: same prefix
-    assert_records_mark_the_splits(tmp_path, count)
+    assert_records_mark_the_splits(tmp_path, count, len(steps))
 
 
 # --------------------------------------------------------------------------- snapshots
@@ -348,3 +349,38 @@ async def test_a_token_exact_client_counts_what_it_would_send(smollm2: TokenRend
     await client(second)
     assert sent[0].metadata[PREFIX_KEY] == "extended" and len(sent[0].prompt_token_ids or ()) == counted
     assert isinstance(ToolAgentConfig(context=ContextConfig(9)).context, ContextConfig)
+
+
+# --------------------------------------------------------------------------- ares run
+
+
+def ares_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("ares", path=str(Path(sys.executable).parent))
+    cmd = [exe] if exe else [sys.executable, "-m", "ares.cli.main"]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=600)
+
+
+def test_ares_run_takes_a_context_budget_and_refuses_it_for_other_agents(tmp_path: Path) -> None:
+    script = tmp_path / "script.jsonl"
+    fmt = BashAgentFactory().action_format
+    lines = [fmt.command(f"seq {i * 100} {i * 100 + 40}").content for i in range(40)]
+    script.write_text("".join(json.dumps({"content": c}) + "\n" for c in lines))
+    run = tmp_path / "run"
+    done = ares_cli(
+        "run", "humaneval", "--tasks", "0", "-p", "scripted", "--script", str(script),
+        "--context-budget", "1500", "--step-limit", "300", "--out", str(run),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (episode,) = load_episodes(run / "trajectories")
+    rows = turn_rows([episode])
+    # a replayed line answers each summary request too: 40 lines, then the submit (twice if the first
+    # one answered a summary request)
+    assert 41 <= len(rows) <= 42 and [r["context"] for r in rows].count("summary") >= 2
+    assert [r["turn"] for r in rows if r["sequence_start"]] == [0] + [
+        r["turn"] for r in rows if r["context"] == "compacted"
+    ]
+    refused = ares_cli("run", "humaneval-single", "--tasks", "0", "--context-budget", "1500")
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == (
+        "error: a context budget works with the built-in bash and tool agents, not SingleTurnAgentFactory"
+    )
