@@ -43,6 +43,7 @@ from ares.records.collectors import JsonDirCollector
 from ares.records.exports.turns import load_turns_jsonl, turn_rows
 from ares.records.loader import load_episodes
 from ares.records.model import EpisodeRecord
+from ares.records.viewer.data import episode_view
 from ares.training import PrefixError, token_sequences
 from ares.training.sequences import load_sequences_jsonl
 
@@ -201,6 +202,8 @@ def assert_records_mark_the_splits(directory: Path, count: int, turns: int) -> E
     assert [r["context"] for r in rows].count("summary") == count
     starts = [r["turn"] for r in rows if r["sequence_start"]]
     assert starts == [0] + [r["turn"] for r in rows if r["context"] == "compacted"]
+    viewed = [t["context"] for t in episode_view(episode)["turns"]]  # the viewer marks them too
+    assert viewed.count("summary") == viewed.count("compacted") == count
     return episode
 
 
