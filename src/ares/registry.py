@@ -9,12 +9,13 @@ from typing import Any
 
 from ares.agents.base import ActionFormat, AgentFactory, CodeAgent
 from ares.agents.bash import BashAgentFactory
+from ares.agents.context import ContextConfig
 from ares.agents.external import tool_loop_cli
 from ares.agents.single_turn import SingleTurnAgentFactory
 from ares.agents.tool_agent import ToolAgentFactory
 from ares.envs.code_env import CodeEnvironment
 from ares.envs.context_window import ContextWindow
-from ares.errors import PolicyError, TaskNotFoundError, UnknownPresetError
+from ares.errors import AgentError, PolicyError, TaskNotFoundError, UnknownPresetError
 from ares.llm.interceptor import LLMClient
 from ares.llm.tokens import TokenRenderer
 from ares.llm.types import LLMResponse
@@ -224,6 +225,7 @@ def make(
     shard: str | tuple[int, int] | None = None,
     step_limit: int | None = 100,
     context_limit: int | ContextWindow | None = None,
+    context_budget: int | ContextConfig | None = None,
     seed: int | None = None,
     sandbox_factory: SandboxFactory = LocalSandbox,
     warm_pool: int = 0,
@@ -241,6 +243,10 @@ def make(
 
     ``context_limit`` is the policy's context window in prompt tokens: a step whose prompt outgrows it
     ends the episode as truncated ("context_limit"). None (default) means unlimited.
+
+    ``context_budget`` (prompt tokens, or a ``ContextConfig``) makes the built-in bash and tool
+    agents compact: when the next request would pass it, the agent asks the policy for a summary
+    and continues from the task and that summary (``ares.agents.context``). None (default): never.
 
     ``token_renderer`` (the policy model's template and tokenizer, e.g. the local policy factory's
     ``token_renderer()``) makes observations token exact: prompt ids extend the previous prompt +
@@ -261,6 +267,8 @@ def make(
         allowed = ", ".join(spec.options) or "none"
         raise UnknownPresetError(f"preset {preset!r} has no option(s) {sorted(unknown)}; options: {allowed}")
     agent_factory = _agent_factory(agent) if agent is not None else spec.agent()
+    if context_budget is not None:
+        agent_factory = _with_context(agent_factory, context_budget)
     chosen = select_tasks(spec.load_tasks(**options), tasks, shard)
     if verifier_mode is not None:
         if verifier_mode not in VERIFIER_MODES:
@@ -279,6 +287,18 @@ def make(
         name=preset,
         closing=(pool,) if pool else (),
         token_renderer=token_renderer,
+    )
+
+
+def _with_context(factory: AgentFactory, budget: int | ContextConfig) -> AgentFactory:
+    """The same built-in agent with a context budget; other agents manage (or not) their own."""
+    context = ContextConfig(budget) if isinstance(budget, int) else budget
+    if isinstance(factory, BashAgentFactory):
+        return BashAgentFactory(replace(factory.config, context=context))
+    if isinstance(factory, ToolAgentFactory):
+        return ToolAgentFactory(replace(factory.config, context=context))
+    raise AgentError(
+        f"a context budget works with the built-in bash and tool agents, not {type(factory).__name__}"
     )
 
 

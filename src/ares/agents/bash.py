@@ -3,7 +3,9 @@
 Each turn the agent asks its LLM for a reply, parses the single ```bash command out of it, runs that
 command in the sandbox and sends the output back as the next user message. It stops when the model
 submits (a block holding only ``SUBMIT_COMMAND``); after too many malformed replies in a row; or at
-an optional step limit. Episode limits (time, turns, tokens) belong to the environment, not here.
+an optional step limit. With a ``ContextConfig`` it summarizes and starts over from the task and
+the summary when its conversation would pass a token budget (``ares.agents.context``). Episode
+limits (time, turns, tokens) belong to the environment, not here.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Literal
 
 from ares.agents import resumable
 from ares.agents.bash_parser import FormatError, parse_action
+from ares.agents.context import ContextConfig, ContextManager
 from ares.agents.rendering import combine_output as combine_output
 from ares.agents.rendering import command_output, compile_template, default_template, render
 from ares.agents.rendering import limit_note as limit_note
@@ -56,6 +59,8 @@ class BashAgentConfig:
     step_limit: int | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     model: str | None = None
+    #: Compact the conversation when it would pass this budget; None never compacts.
+    context: ContextConfig | None = None
 
     def __post_init__(self) -> None:
         if self.max_output_chars < 1:
@@ -93,11 +98,14 @@ class BashAgent:
         self._turn = 0
         self._format_errors = 0
         self._pending: LLMRequest | None = None
+        self._context = ContextManager(config.context, llm)
 
     def state(self) -> dict[str, Any]:
-        """The agent as it waits for its LLM: the pending request (its whole conversation) and counters."""
+        """The agent as it waits for its LLM: the pending request (its whole conversation), counters
+        and, with a context budget, its compaction state."""
+        context = self._context.state() if self.config.context is not None else None
         return resumable.save_state(
-            "bash", self.STATE_VERSION, self._pending, self._turn, self._format_errors
+            "bash", self.STATE_VERSION, self._pending, self._turn, self._format_errors, context
         )
 
     def load_state(self, state: Mapping[str, Any]) -> None:
@@ -106,37 +114,42 @@ class BashAgent:
         self._messages = list(saved.messages)
         self._turn = saved.turn
         self._format_errors = saved.format_errors
+        self._context.load(saved.context, turn=saved.turn)
 
     async def run(self) -> None:
         """Loop until submit, too many format errors, or the step limit. LLM and sandbox errors propagate."""
         config, task = self.config, self.task
         system_prompt = render(config.system_template, submit_command=SUBMIT_COMMAND)
+        instance = render(
+            config.instance_template,
+            instruction=task.instruction,
+            workdir=task.workdir,
+            timeout_s=task.command_timeout_s,
+            task=task,
+            submit_command=SUBMIT_COMMAND,
+        )
         if self._messages is None:
-            self._messages = [
-                user(
-                    render(
-                        config.instance_template,
-                        instruction=task.instruction,
-                        workdir=task.workdir,
-                        timeout_s=task.command_timeout_s,
-                        task=task,
-                        submit_command=SUBMIT_COMMAND,
-                    )
-                )
-            ]
-        messages = self._messages
+            self._messages = [user(instance)]
+        messages, context = self._messages, self._context
         while config.step_limit is None or self._turn < config.step_limit:
             request = LLMRequest(
                 messages=tuple(messages),
                 system_prompt=system_prompt,
                 sampling=config.sampling,
                 model=config.model,
-                metadata={"agent": "bash", "turn": self._turn},
+                metadata=context.metadata({"agent": "bash", "turn": self._turn}),
             )
+            if await context.should_compact(request):
+                messages[:] = context.start_summary(messages)
+                continue
             self._pending = request
             response = await self.llm(request)
             self._pending = None
             self._turn += 1
+            if context.summarizing:  # the reply is the summary, whatever it holds
+                messages[:] = context.compacted(instance, response)
+                continue
+            context.replied()
             # This agent uses no tools: keep only the text, so the conversation stays valid to resend.
             messages.append(assistant(response.content or ""))
             try:

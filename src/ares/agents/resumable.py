@@ -1,8 +1,9 @@
 """The saved state of a conversational agent between two LLM calls (``StatefulAgent``).
 
 The bash and the tool-calling agent keep the same things: the pending request (which holds the whole
-conversation) and two counters. The request is stored in the OpenAI Chat wire form, which is
-lossless and plain JSON, so a state can be written anywhere a snapshot goes.
+conversation), two counters and the context manager's compaction state (absent in states saved
+before it existed, which load as never compacted). The request is stored in the OpenAI Chat wire
+form, which is lossless and plain JSON, so a state can be written anywhere a snapshot goes.
 """
 
 from __future__ import annotations
@@ -23,10 +24,16 @@ class ConversationState:
     messages: tuple[Message, ...]
     turn: int
     format_errors: int
+    context: Mapping[str, Any] | None = None
 
 
 def save_state(
-    agent: str, version: int, pending: LLMRequest | None, turn: int, format_errors: int
+    agent: str,
+    version: int,
+    pending: LLMRequest | None,
+    turn: int,
+    format_errors: int,
+    context: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The JSON state of agent kind ``agent`` waiting on ``pending``; there is none between calls."""
     if pending is None:
@@ -37,6 +44,7 @@ def save_state(
         "turn": turn,
         "format_errors": format_errors,
         "request": request_to_openai(pending),
+        **({"context": dict(context)} if context is not None else {}),
     }
 
 
@@ -48,4 +56,7 @@ def load_state(agent: str, version: int, state: Mapping[str, Any]) -> Conversati
             f"agent={state.get('agent')!r} version={state.get('version')!r}"
         )
     request = request_from_openai(state["request"])
-    return ConversationState(request.messages, int(state["turn"]), int(state["format_errors"]))
+    context = state.get("context")
+    if context is not None and not isinstance(context, Mapping):
+        raise AgentError(f"a {agent} agent state's context must be an object, got {type(context).__name__}")
+    return ConversationState(request.messages, int(state["turn"]), int(state["format_errors"]), context)

@@ -6,7 +6,9 @@ turn is one LLM call; every tool call of the reply runs in order and is answered
 message, so the conversation is valid to resend to any chat API. A call the model got wrong (unknown
 tool, arguments that are not JSON or do not fit the schema) is answered with an error it can act on.
 The agent stops when the model calls ``submit``, after too many replies in a row with no usable call,
-or at an optional step limit.
+or at an optional step limit. With a ``ContextConfig`` it compacts long conversations as the bash
+agent does (``ares.agents.context``); the summary request keeps the tools, so it extends the prompt
+it summarizes, and only the reply's text is kept as the summary.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from ares.agents import resumable
 from ares.agents.bash import ExitStatus
+from ares.agents.context import ContextConfig, ContextManager
 from ares.agents.file_tool import FILE_TOOL, FILE_TOOL_SCHEMA, FileTool, ToolCallError
 from ares.agents.rendering import command_output, compile_template, default_template, render
 from ares.llm.interceptor import LLMClient
@@ -92,6 +95,8 @@ class ToolAgentConfig:
     step_limit: int | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     model: str | None = None
+    #: Compact the conversation when it would pass this budget; None never compacts.
+    context: ContextConfig | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_output_chars", "max_file_bytes", "max_format_errors"):
@@ -128,14 +133,17 @@ class ToolAgent:
         self._turn = 0
         self._format_errors = 0
         self._pending: LLMRequest | None = None
+        self._context = ContextManager(config.context, llm)
         self._file_tool = FileTool(
             sandbox, task.workdir, task.command_timeout_s, config.max_output_chars, config.max_file_bytes
         )
 
     def state(self) -> dict[str, Any]:
-        """The agent as it waits for its LLM: the pending request (its whole conversation) and counters."""
+        """The agent as it waits for its LLM: the pending request (its whole conversation), counters
+        and, with a context budget, its compaction state."""
+        context = self._context.state() if self.config.context is not None else None
         return resumable.save_state(
-            "tool", self.STATE_VERSION, self._pending, self._turn, self._format_errors
+            "tool", self.STATE_VERSION, self._pending, self._turn, self._format_errors, context
         )
 
     def load_state(self, state: Mapping[str, Any]) -> None:
@@ -144,22 +152,23 @@ class ToolAgent:
         self._messages = list(saved.messages)
         self._turn = saved.turn
         self._format_errors = saved.format_errors
+        self._context.load(saved.context, turn=saved.turn)
 
     async def run(self) -> None:
         """Loop until submit, too many unusable replies or the step limit; LLM and sandbox errors raise."""
         config, task = self.config, self.task
         names = {"bash_tool": BASH_TOOL, "file_tool": FILE_TOOL, "submit_tool": SUBMIT_TOOL}
         system_prompt = render(config.system_template, **names)
+        instance = render(
+            config.instance_template,
+            instruction=task.instruction,
+            workdir=task.workdir,
+            timeout_s=task.command_timeout_s,
+            task=task,
+        )
         if self._messages is None:
-            instance = render(
-                config.instance_template,
-                instruction=task.instruction,
-                workdir=task.workdir,
-                timeout_s=task.command_timeout_s,
-                task=task,
-            )
             self._messages = [user(instance)]
-        messages = self._messages
+        messages, context = self._messages, self._context
         while config.step_limit is None or self._turn < config.step_limit:
             request = LLMRequest(
                 messages=tuple(messages),
@@ -167,12 +176,19 @@ class ToolAgent:
                 tools=TOOLS,
                 sampling=config.sampling,
                 model=config.model,
-                metadata={"agent": "tool", "turn": self._turn},
+                metadata=context.metadata({"agent": "tool", "turn": self._turn}),
             )
+            if await context.should_compact(request):
+                messages[:] = context.start_summary(messages)
+                continue
             self._pending = request
             response = await self.llm(request)
             self._pending = None
             self._turn += 1
+            if context.summarizing:  # the reply is the summary; its tool calls, if any, are not run
+                messages[:] = context.compacted(instance, response)
+                continue
+            context.replied()
             # Text and calls as they came; a reply with neither keeps "" so turns still alternate.
             reply = response.message()
             messages.append(reply if reply.content is not None or reply.tool_calls else assistant(""))

@@ -39,6 +39,7 @@ from ares.cli.run_options import (
     ApiKeyEnvOption,
     BaseUrlOption,
     ConcurrencyOption,
+    ContextBudgetOption,
     ContextLimitOption,
     DatasetOption,
     EpisodesOption,
@@ -130,6 +131,7 @@ def run(
     shard: ShardOption = None,
     step_limit: StepLimitOption = 100,
     context_limit: ContextLimitOption = None,
+    context_budget: ContextBudgetOption = None,
     group_size: GroupSizeOption = 1,
     path: PathOption = None,
     dataset: DatasetOption = None,
@@ -214,7 +216,7 @@ def _load(config: RunConfig) -> tuple[Any, int, Any]:
         policy_factory = make_policy(config.policy, **config.policy_options)
         env = make(
             config.preset, tasks=config.tasks, shard=config.shard, step_limit=config.step_limit,
-            **config.preset_options,
+            context_budget=config.context_budget, **config.preset_options,
         )  # fmt: skip
         sandbox_factory = make_sandbox_factory(config.sandbox)
     except AresError as exc:

@@ -40,6 +40,7 @@ class RunConfig:
     shard: str | None = None
     step_limit: int = 100
     context_limit: int | None = None
+    context_budget: int | None = None
     group_size: int = 1
     path: Path | None = None
     dataset: str | None = None
@@ -143,7 +144,8 @@ class RunConfig:
         """``make(preset, **them)``: the task selection, limits and preset options the flags give."""
         return {
             "tasks": self.tasks, "shard": self.shard, "step_limit": self.step_limit,
-            "context_limit": self.context_limit, "warm_pool": self.warm_pool, **self.preset_options,
+            "context_limit": self.context_limit, "context_budget": self.context_budget,
+            "warm_pool": self.warm_pool, **self.preset_options,
         }  # fmt: skip
 
     @property

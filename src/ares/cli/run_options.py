@@ -33,6 +33,14 @@ ContextLimitOption = Annotated[
     int | None,
     typer.Option("--context-limit", min=1, help="Policy context window in prompt tokens (default: none)"),
 ]
+ContextBudgetOption = Annotated[
+    int | None,
+    typer.Option(
+        "--context-budget",
+        min=1,
+        help="Prompt tokens after which the bash/tool agent summarizes and starts over (default: never)",
+    ),
+]
 GroupSizeOption = Annotated[
     int,
     typer.Option("--group-size", "-k", min=1, help="Rollouts per task, run as one group (e.g. for GRPO)."),

@@ -12,19 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ares.llm.tokens.estimate import CHARS_PER_TOKEN as CHARS_PER_TOKEN
+from ares.llm.tokens.estimate import estimated_prompt_tokens
 from ares.llm.types import LLMRequest
-
-CHARS_PER_TOKEN = 4
-
-
-def estimated_prompt_tokens(request: LLMRequest) -> int:
-    """Prompt length in tokens: exact from ``prompt_token_ids``, else characters / 4, rounded up."""
-    if request.prompt_token_ids is not None:
-        return len(request.prompt_token_ids)
-    chars = len(request.system_prompt or "")
-    for message in request.messages:
-        chars += len(message.text) + sum(len(call.arguments) + len(call.name) for call in message.tool_calls)
-    return -(-chars // CHARS_PER_TOKEN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from ares.training.rollouts import Rollouts, collect_rollouts, group_advantages
 from ares.training.sequences import (
     SCORED,
     MissingTokensError,
+    PrefixError,
     TokenSequence,
     episode_sequences,
     token_sequences,
@@ -23,6 +24,7 @@ from ares.training.sequences import (
 __all__ = [
     "SCORED",
     "MissingTokensError",
+    "PrefixError",
     "Rollouts",
     "TokenSequence",
     "collect_rollouts",

@@ -6,8 +6,11 @@ every token the environment and template added in between. ``mask`` marks the to
 sampled (1) apart from the rest (0), and ``logprobs`` holds the policy's logprob of each sampled
 token (0.0 under mask 0). Where a prompt does not extend the previous prompt + completion (an agent
 rewrote its history), a new sequence starts, so no token is ever scored in a context the policy
-did not see. That is the shape TRL (``env_mask``), SkyRL (``loss_masks``) and verl
-(``response_mask``) train on; a single-turn episode is simply prompt + completion, mask all ones.
+did not see. An agent that compacted its context (``ares.agents.context``) starts a new sequence at
+the first request after its summary, and ``strict=True`` allows no other split: every sequence then
+extends its own first prompt exactly, turn by turn. That is the shape TRL (``env_mask``), SkyRL
+(``loss_masks``) and verl (``response_mask``) train on; a single-turn episode is simply prompt +
+completion, mask all ones.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from ares.agents.context import CONTEXT_KEY
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
 from ares.records.exports.turns import Turn, episode_reward, turns
 from ares.records.model import EpisodeRecord
@@ -28,8 +32,17 @@ from ares.records.model import EpisodeRecord
 SCORED = frozenset({"finished", "truncated"})
 
 
+#: Why a sequence starts: the episode's first turn, the first turn after a compaction, or a prompt
+#: that does not extend the previous prompt + completion (a history rewritten other than by compaction).
+SequenceStart = Literal["episode", "compaction", "reset"]
+
+
 class MissingTokensError(ValueError):
     """A turn has no token ids: the policy worked in text, so there is nothing exact to train on."""
+
+
+class PrefixError(ValueError):
+    """A prompt that does not extend its sequence where no compaction explains a new one (``strict``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +52,7 @@ class TokenSequence:
     ``reward`` is the episode's reward, None unless it finished or was truncated (an errored or
     cancelled episode has no score: a trainer should drop it rather than read it as a failure).
     ``index`` and ``group_id`` are the runner's episode number and group (None outside a runner).
+    ``first_turn`` and ``start`` say where in the episode the sequence begins and why.
     """
 
     episode_id: str
@@ -52,6 +66,9 @@ class TokenSequence:
     mask: tuple[int, ...]
     logprobs: tuple[float, ...] | None
     turns: int
+    #: The episode turn this sequence begins at, and why it begins there.
+    first_turn: int = 0
+    start: SequenceStart = "episode"
 
     def __post_init__(self) -> None:
         if len(self.mask) != len(self.completion_ids):
@@ -69,10 +86,12 @@ class TokenSequence:
 SEQUENCE_FIELDS = tuple(f.name for f in dataclasses.fields(TokenSequence))
 
 
-def token_sequences(episode: EpisodeRecord) -> list[TokenSequence]:
-    """The episode's policy turns joined into as few exact sequences as the prompts allow.
+def token_sequences(episode: EpisodeRecord, *, strict: bool = False) -> list[TokenSequence]:
+    """The episode's policy turns joined into as few exact sequences as the prompts allow; a
+    compaction always starts a new one.
 
-    Raises ``MissingTokensError`` when a turn lacks prompt or completion token ids.
+    Raises ``MissingTokensError`` when a turn lacks prompt or completion token ids, and with
+    ``strict`` ``PrefixError`` when a prompt neither extends its sequence nor follows a compaction.
     """
     reward = episode_reward(episode) if episode.status in SCORED else None
     metadata = episode.metadata if isinstance(episode.metadata, Mapping) else {}
@@ -82,10 +101,20 @@ def token_sequences(episode: EpisodeRecord) -> list[TokenSequence]:
     for turn in turns(episode):
         prompt, completion, logprobs = _turn_tokens(episode, turn)
         current = chains[-1] if chains else None
-        if current is not None and current.extends_into(prompt):
+        compacted = turn.prompt is not None and turn.prompt.metadata.get(CONTEXT_KEY) == "compacted"
+        if current is None:
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "episode"))
+        elif compacted:
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "compaction"))
+        elif current.extends_into(prompt):
             current.add(prompt, completion, logprobs)
+        elif strict:
+            raise PrefixError(
+                f"episode {episode.episode_id} turn {turn.index}: the prompt does not extend the previous "
+                "prompt + completion and follows no compaction"
+            )
         else:
-            chains.append(_Chain(prompt, completion, logprobs))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "reset"))
     return [
         TokenSequence(
             episode_id=episode.episode_id,
@@ -99,20 +128,30 @@ def token_sequences(episode: EpisodeRecord) -> list[TokenSequence]:
             mask=tuple(c.mask),
             logprobs=None if c.logprobs is None else tuple(c.logprobs),
             turns=c.turns,
+            first_turn=c.first_turn,
+            start=c.start,
         )
         for c in chains
     ]
 
 
-def episode_sequences(episodes: Iterable[EpisodeRecord]) -> list[TokenSequence]:
+def episode_sequences(episodes: Iterable[EpisodeRecord], *, strict: bool = False) -> list[TokenSequence]:
     """``token_sequences`` of each episode, in order."""
-    return [s for episode in episodes for s in token_sequences(episode)]
+    return [s for episode in episodes for s in token_sequences(episode, strict=strict)]
 
 
 class _Chain:
     """A sequence being built: the first prompt, then completions and the tokens between them."""
 
-    def __init__(self, prompt: Sequence[int], completion: Sequence[int], logprobs: Sequence[float] | None):
+    def __init__(
+        self,
+        prompt: Sequence[int],
+        completion: Sequence[int],
+        logprobs: Sequence[float] | None,
+        first_turn: int,
+        start: SequenceStart,
+    ) -> None:
+        self.first_turn, self.start = first_turn, start
         self.prompt = list(prompt)
         self.completion = list(completion)
         self.mask = [1] * len(completion)
@@ -182,6 +221,10 @@ def write_sequences_jsonl(episodes: Iterable[EpisodeRecord], path: Path) -> int:
     return len(rows)
 
 
+#: Fields added after the first rows were written: rows without them load with the defaults.
+_ADDED = frozenset({"first_turn", "start"})
+
+
 def load_sequences_jsonl(path: Path) -> list[TokenSequence]:
     """The sequences ``write_sequences_jsonl`` wrote, as equal objects."""
     sequences = []
@@ -190,7 +233,7 @@ def load_sequences_jsonl(path: Path) -> list[TokenSequence]:
             continue
         try:
             row = json.loads(line)
-            values = {name: row[name] for name in SEQUENCE_FIELDS}
+            values = {name: row[name] for name in SEQUENCE_FIELDS if name in row or name not in _ADDED}
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{number}: not a token sequence row ({e})") from None
         for name in ("prompt_ids", "completion_ids", "mask", "logprobs"):

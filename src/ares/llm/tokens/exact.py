@@ -42,7 +42,7 @@ class TokenExactClient:
     it but for the token fields, gets its ids back, so restored episodes stay token exact.
     """
 
-    __slots__ = ("_context", "_inner", "_renderer", "_resume")
+    __slots__ = ("_context", "_counted", "_inner", "_renderer", "_resume")
 
     def __init__(
         self, inner: LLMClient, renderer: TokenRenderer, *, resume: LLMRequest | None = None
@@ -51,17 +51,31 @@ class TokenExactClient:
         self._renderer = renderer
         self._context: _Context | None = None
         self._resume = resume
+        self._counted: tuple[LLMRequest, _Context, PrefixMark] | None = None
+
+    async def count_prompt_tokens(self, request: LLMRequest) -> int:
+        """How many prompt ids ``request`` would be sent with if it were the next call (exact: the
+        same extension of the previous prompt + completion). A context budget decides on it."""
+        if request.prompt_token_ids is not None:
+            return len(request.prompt_token_ids)
+        prompt, mark = await self._prompt(request, self._context)
+        self._counted = (request, prompt, mark)  # the call that follows reuses it
+        return len(prompt.ids)
 
     async def __call__(self, request: LLMRequest) -> LLMResponse:
         before, self._context = self._context, None  # a call that fails or is cancelled leaves none
         resume, self._resume = self._resume, None
+        counted, self._counted = self._counted, None
         if request.prompt_token_ids is not None:
             return await self._inner(_marked(request, "given"))
         if resume is not None and resume.prompt_token_ids is not None and _same_but_tokens(request, resume):
             request = resume
             prompt = _Context(await self._renderer.render(request), resume.prompt_token_ids)
         else:
-            prompt, mark = await self._prompt(request, before)
+            if counted is not None and counted[0] == request:
+                prompt, mark = counted[1], counted[2]
+            else:
+                prompt, mark = await self._prompt(request, before)
             request = replace(_marked(request, mark), prompt_token_ids=prompt.ids)
         response = await self._inner(request)
         if response.token_ids is not None:

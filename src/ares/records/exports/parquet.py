@@ -94,7 +94,8 @@ def turn_schema() -> pa.Schema:
         "prompt_step": pa.int64(),
         "prompt": pa.list_(message), "completion": message, "prompt_token_ids": pa.list_(pa.int64()),
         "completion_token_ids": pa.list_(pa.int64()), "logprobs": pa.list_(pa.float64()),
-        "reward": pa.float64(), "episode_reward": pa.float64(), "last_turn": pa.bool_(),
+        "sequence_start": pa.bool_(), "reward": pa.float64(), "episode_reward": pa.float64(),
+        "last_turn": pa.bool_(),
         "policy_latency_s": pa.float64(), "prompt_tokens": pa.int64(), "completion_tokens": pa.int64(),
         "cost_usd": pa.float64(),
     }  # fmt: skip

@@ -19,6 +19,11 @@ with ``trace="off"``. Rows (``turn_row``/``turn_rows``; ``TURN_FIELDS`` in order
 - ``prompt``: the messages the policy saw (OpenAI Chat Completions form, system prompt first);
   ``completion``: the assistant message it answered with; ``tools``: the tools it was offered;
 - ``prompt_token_ids``, ``completion_token_ids``, ``logprobs``: when the request/response carry them;
+- ``context``: ``"summary"`` when the agent asked the policy to summarize its conversation (a
+  compaction, ``ares.agents.context``), ``"compacted"`` on the first prompt after it, else None;
+  ``sequence_start``: this turn starts a new training sequence (the first turn, the first after a
+  compaction, or a prompt whose ids do not extend the previous prompt + completion), as
+  ``ares.training.sequences`` splits;
 - ``finish_reason``, ``model``;
 - ``reward``: what followed the completion before the next decision (the step's reward; on the last
   turn, the episode's final reward); ``episode_reward`` (on every row); ``last_turn``;
@@ -36,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ares.agents.context import CONTEXT_KEY
 from ares.llm.openai_chat import message_to_openai
 from ares.llm.types import LLMRequest, LLMResponse, Message
 from ares.records.model import EpisodeRecord, StepRecord, jsonable
@@ -46,6 +52,7 @@ Json = dict[str, Any]
 TURN_FIELDS = (
     "episode_id", "task_id", "group_id", "parent_episode_id", "branch_step", "seed", "turn", "step",
     "prompt_step", "prompt", "completion", "tools", "prompt_token_ids", "completion_token_ids", "logprobs",
+    "context", "sequence_start",
     "finish_reason", "model", "reward", "episode_reward", "last_turn", "episode_status", "exit_reason",
     "truncation", "episode_error", "policy_latency_s", "prompt_tokens", "completion_tokens", "cost_usd",
 )  # fmt: skip
@@ -193,8 +200,28 @@ def accounting(turn: Turn) -> Json:
     return {k: recorded[k] if recorded[k] is not None else fallback[k] for k in ACCOUNTING}
 
 
-def turn_row(episode: EpisodeRecord, turn: Turn) -> Json:
-    """One row of the turn view (plain JSON; keys in ``TURN_FIELDS`` order)."""
+def context_mark(prompt: LLMRequest | None) -> str | None:
+    """The prompt's compaction mark: "summary", "compacted" or None."""
+    mark = None if prompt is None else prompt.metadata.get(CONTEXT_KEY)
+    return mark if isinstance(mark, str) else None
+
+
+def starts_sequence(turn: Turn, before: Turn | None) -> bool:
+    """Whether ``turn`` begins a new token sequence after ``before`` (the previous turn)."""
+    if before is None or context_mark(turn.prompt) == "compacted":
+        return True
+    prompt = None if turn.prompt is None else turn.prompt.prompt_token_ids
+    previous = None if before.prompt is None else before.prompt.prompt_token_ids
+    completion = before.response.token_ids
+    if prompt is None or previous is None or completion is None:
+        return False  # a text-only turn: nothing token-exact to split
+    head = tuple(previous) + tuple(completion)
+    return tuple(prompt[: len(head)]) != head
+
+
+def turn_row(episode: EpisodeRecord, turn: Turn, before: Turn | None = None) -> Json:
+    """One row of the turn view (plain JSON; keys in ``TURN_FIELDS`` order); ``before`` is the
+    episode's previous turn (None for its first)."""
     prompt, resp = turn.prompt, turn.response
     row: Json = {
         "episode_id": episode.episode_id,
@@ -212,6 +239,8 @@ def turn_row(episode: EpisodeRecord, turn: Turn) -> Json:
         "prompt_token_ids": _listed(None if prompt is None else prompt.prompt_token_ids),
         "completion_token_ids": _listed(resp.token_ids),
         "logprobs": _listed(resp.logprobs),
+        "context": context_mark(prompt),
+        "sequence_start": starts_sequence(turn, before),
         "finish_reason": resp.finish_reason,
         "model": resp.model or (prompt.model if prompt is not None else None),
         "reward": turn.reward,
@@ -228,7 +257,13 @@ def turn_row(episode: EpisodeRecord, turn: Turn) -> Json:
 
 def turn_rows(episodes: Iterable[EpisodeRecord]) -> list[Json]:
     """The turn view of every episode, in episode order then turn order."""
-    return [turn_row(episode, turn) for episode in episodes for turn in turns(episode)]
+    rows = []
+    for episode in episodes:
+        before = None
+        for turn in turns(episode):
+            rows.append(turn_row(episode, turn, before))
+            before = turn
+    return rows
 
 
 def _listed(values: Sequence[Any] | None) -> list[Any] | None:

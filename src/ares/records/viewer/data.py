@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ares.agents.context import CONTEXT_KEY
 from ares.llm.types import LLMRequest, LLMResponse, Message
 from ares.records.model import EpisodeRecord, StepRecord, jsonable
 
@@ -89,6 +90,8 @@ def _turns(steps: Sequence[StepRecord]) -> list[Json]:
 
     Each observation repeats the whole conversation so far; only its new tail is shown, and the
     assistant message echoing the step's own action is dropped (the action is shown once, richer).
+    ``context`` marks a compaction: "summary" when the observation asks the policy to summarize,
+    "compacted" when it is the fresh context after the summary (a new training sequence starts).
     """
     shown = 0
     turns = []
@@ -118,9 +121,15 @@ def _turns(steps: Sequence[StepRecord]) -> list[Json]:
                 "commands": _commands(trace),
                 "reward_terms": _reward_terms(trace),
                 "messages": messages,
+                "context": _context(obs),
             }
         )
     return turns
+
+
+def _context(observation: Any) -> str | None:
+    mark = observation.metadata.get(CONTEXT_KEY) if isinstance(observation, LLMRequest) else None
+    return mark if isinstance(mark, str) else None
 
 
 def _action(action: Any) -> Json | None:

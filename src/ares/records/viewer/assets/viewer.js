@@ -135,8 +135,14 @@
       el("div", { class: "turn-head" }, `step ${t.index} · ${t.step_type} · ${fmtSeconds(t.latency_s)}`),
       t.action ? message({ role: "assistant", content: t.action.content, tool_calls: t.action.tool_calls }) : null,
       t.commands.length ? el("div", { class: "commands" }, t.commands.map(command)) : null,
-      t.messages.map(message), reward);
+      t.messages.map(message), reward,
+      t.context ? el("div", { class: "context-mark" }, CONTEXT_NOTES[t.context] || t.context) : null);
   }
+
+  const CONTEXT_NOTES = {
+    summary: "the agent asks the policy to summarize (its context is over budget)",
+    compacted: "compacted: the conversation restarts from the task and the summary (a new training sequence)",
+  };
 
   function detail(e) {
     const v = e.verifier;
