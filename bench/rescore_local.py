@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from _common import machine_info
-from ares.llm.local.model import default_model_path
+from ares.llm.local.default_model import default_model_path
 from ares.records.loader import load_episodes
 from ares.training import episode_sequences
 from ares.training.gguf import load_gguf_as_float

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 import ares
-from ares.llm.local.model import default_model_path
+from ares.llm.local.default_model import default_model_path
 from ares.policies import PolicyFactory, make_policy
 from ares.policies.transformers_policy import GenerationSettings, TransformersPolicy
 from ares.training import TokenSequence, collect_rollouts, group_advantages

