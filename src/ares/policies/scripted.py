@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,17 +74,37 @@ def reference_solution(task: Task) -> str:
     return files[task.solution_file].decode("utf-8")
 
 
+class CheckedPolicy:
+    """A scripted policy whose format first checks each request (a CLI's tools against the names
+    the format speaks), so a mismatch ends the episode with the format's message."""
+
+    __slots__ = ("_check", "_policy")
+
+    def __init__(self, policy: Policy, check: Callable[[LLMRequest], None]) -> None:
+        self._policy = policy
+        self._check = check
+
+    async def act(self, observation: LLMRequest) -> LLMResponse:
+        self._check(observation)
+        return await self._policy.act(observation)
+
+
+def _checked(policy: Policy, fmt: ActionFormat) -> Policy:
+    check = getattr(fmt, "check", None)
+    return CheckedPolicy(policy, check) if callable(check) else policy
+
+
 def oracle_policy(task: Task, fmt: ActionFormat) -> Policy:
     """Replays the reference solution through the agent's own action format, then submits: the
     solution file's reference content for agents that take one (``SolutionFormat``), else solve.sh."""
     if isinstance(fmt, SolutionFormat):
-        return ReplayPolicy([fmt.solution(reference_solution(task))], fmt.submit())
-    return ReplayPolicy([fmt.command(oracle_command(task))], fmt.submit())
+        return _checked(ReplayPolicy([fmt.solution(reference_solution(task))], fmt.submit()), fmt)
+    return _checked(ReplayPolicy([fmt.command(oracle_command(task))], fmt.submit()), fmt)
 
 
 def null_policy(task: Task, fmt: ActionFormat) -> Policy:
     """Submits at once without doing anything: the zero-effort baseline."""
-    return ReplayPolicy([], fmt.submit())
+    return _checked(ReplayPolicy([], fmt.submit()), fmt)
 
 
 def response_from_json(data: dict[str, Any]) -> LLMResponse:

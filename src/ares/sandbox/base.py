@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
 from ares.images.identity import ImageIdentity
+from ares.sandbox.addons import AddonLayer
 
 #: Files given by content: relative path -> bytes (or text, written as UTF-8).
 FileMap = Mapping[str, bytes | str]
@@ -114,6 +115,8 @@ class SandboxSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     hostname: str = "sandbox"
     seccomp: SeccompPolicy = field(default_factory=SeccompPolicy)
+    #: Read-only add-ons over the image (an installed agent CLI); see ``ares.sandbox.addons``.
+    addons: tuple[AddonLayer, ...] = ()
 
 
 @runtime_checkable

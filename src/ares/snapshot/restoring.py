@@ -7,23 +7,27 @@ from typing import Any
 
 from ares.envs.episode import Episode
 from ares.errors import SnapshotError
-from ares.sandbox.base import Sandbox, SandboxFactory
+from ares.sandbox.base import Sandbox, SandboxFactory, SandboxSpec
 from ares.sandbox.capabilities import Capability, SnapshotRestoringFactory, require, supports
 from ares.sandbox.snapshots import FilesystemSnapshot
 from ares.snapshot.model import EnvironmentSnapshot
 from ares.tasks.model import Task
 
 
-async def snapshot_sandbox(factory: SandboxFactory, snapshot: EnvironmentSnapshot, task: Task) -> Sandbox:
-    """An unstarted sandbox of ``task`` holding the snapshot's files (imported from its archive on
-    first use in this process, then reused by every later restore of the same snapshot object)."""
+async def snapshot_sandbox(
+    factory: SandboxFactory, snapshot: EnvironmentSnapshot, task: Task, spec: SandboxSpec | None = None
+) -> Sandbox:
+    """An unstarted sandbox of ``task`` (``spec``: its sandbox spec, default ``task.sandbox_spec()``)
+    holding the snapshot's files (imported from its archive on first use in this process, then
+    reused by every later restore of the same snapshot object)."""
     if not supports(factory, Capability.RESTORE):
         raise SnapshotError(
             f"the sandbox factory {_name(factory)} cannot restore snapshots "
             "(the local and docker backends can)"
         )
     restoring = require(factory, Capability.RESTORE, SnapshotRestoringFactory)
-    return restoring.from_snapshot(await _filesystem(restoring, snapshot, task), task.sandbox_spec())
+    spec = spec or task.sandbox_spec()
+    return restoring.from_snapshot(await _filesystem(restoring, snapshot, task), spec)
 
 
 def _name(factory: object) -> str:

@@ -36,6 +36,8 @@ INSTALL_DIR = "/tmp/ares-agent"
 #: The API key the agent is given: the proxy needs none, but SDKs refuse to start without one.
 PLACEHOLDER_API_KEY = "ares-proxy"
 
+#: How much of the command's stdout and stderr the episode keeps (the end of each).
+REPORT_TAIL_CHARS = 4000
 #: Why ``ExternalAgent.run`` returned: the command exited 0, exited otherwise, or ran out of time.
 ExitStatus = Literal["exited", "failed", "timed_out"]
 
@@ -82,6 +84,23 @@ class ExternalAgent:
         self.result: ExecResult | None = None
         self.exit_status: ExitStatus | None = None
         self.calls = 0
+        #: More facts for ``report`` (a CLI agent adds its name, version and the files it wrote).
+        self.extra_report: dict[str, object] = {}
+
+    @property
+    def report(self) -> dict[str, object]:
+        """How the command ended, kept on the episode (``metadata["agent"]``): exit code and status,
+        the tails of its stdout and stderr, the LLM calls it made."""
+        if self.result is None:
+            return {"exit_status": "not_ended", "llm_calls": self.calls, **self.extra_report}
+        result = self.result
+        return {
+            "exit_status": self.exit_status, "exit_code": result.exit_code,
+            "duration_s": round(result.duration_s, 3), "llm_calls": self.calls,
+            "stdout_tail": result.stdout[-REPORT_TAIL_CHARS:],
+            "stderr_tail": result.stderr[-REPORT_TAIL_CHARS:],
+            **self.extra_report,
+        }  # fmt: skip
 
     async def run(self) -> None:
         from ares.proxy import InterceptionProxy  # the proxy extra (aiohttp) is needed only here

@@ -188,7 +188,9 @@ class LocalSandbox(StartStopContext):
         self._state.starting()
         resolved = None
         if self._stack.plan is None:
-            resolved, self._image_config, self.image_identity = await resolve_image(self.spec.image)
+            resolved, self._image_config, self.image_identity = await resolve_image(
+                self.spec.image, self.spec.addons
+            )
         if self.spec.workdir == IMAGE_WORKDIR:  # the image's own working dir, now that it is known
             self.spec = replace(self.spec, workdir=self._image_config.workdir or "/")
         self._stack.pin(resolved)

@@ -15,6 +15,8 @@ from ares.errors import SandboxError
 from ares.images.config import ImageConfig
 from ares.images.identity import ImageIdentity
 from ares.images.rootfs import RootfsPlan
+from ares.sandbox.addon_cache import ensure_addon
+from ares.sandbox.addons import AddonLayer
 from ares.sandbox.base import ImageSpec
 from ares.sandbox.local import image_hook, workspace
 from ares.sandbox.snapshots import FilesystemSnapshot
@@ -22,11 +24,31 @@ from ares.sandbox.snapshots import FilesystemSnapshot
 HOST_IMAGE = ImageIdentity(requested=None, source="host")
 
 
-async def resolve_image(image: ImageSpec) -> tuple[RootfsPlan, ImageConfig, ImageIdentity]:
-    """The mount plan, defaults and identity of ``image``: the host base, or a built or pulled image."""
+async def resolve_image(
+    image: ImageSpec, addons: Sequence[AddonLayer] = ()
+) -> tuple[RootfsPlan, ImageConfig, ImageIdentity]:
+    """The mount plan, defaults and identity of ``image`` (the host base, or a built or pulled image),
+    with ``addons`` (filled into the host cache on first use) on top as read-only layers."""
     if image.name is None and image.dockerfile_dir is None:
-        return await workspace.host_base_plan_async(), ImageConfig(), HOST_IMAGE
-    return await image_hook.build_image(image)  # the builder, installed by the package
+        plan, config, identity = await workspace.host_base_plan_async(), ImageConfig(), HOST_IMAGE
+    else:
+        plan, config, identity = await image_hook.build_image(image)  # the builder, installed by the package
+    for addon in addons:
+        _check_addon_mount(plan, addon)
+        plan = plan.stacked_on(await ensure_addon(addon))
+    return plan, config, identity
+
+
+def _check_addon_mount(plan: RootfsPlan, addon: AddonLayer) -> None:
+    """Add-on files live in the root mount: refuse a mount point under another mount of the plan."""
+    inside = [
+        m.target for m in plan.mounts if m.target != "/" and f"{addon.mount}/".startswith(f"{m.target}/")
+    ]
+    if inside or not any(m.target == "/" for m in plan.mounts):
+        raise SandboxError(
+            f"add-on {addon.key} mounts at {addon.mount}, which this image keeps in a separate mount "
+            f"({', '.join(inside) or 'no root mount'}); mount it elsewhere (e.g. under /opt)"
+        )
 
 
 def stacked(plan: RootfsPlan, layer_dirs: Sequence[Path]) -> RootfsPlan:

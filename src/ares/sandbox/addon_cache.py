@@ -1,0 +1,78 @@
+"""The host-side cache of add-on layers: each ``AddonLayer.key`` is populated once, then reused.
+
+Layout (under the ARES cache, ``$ARES_CACHE_DIR`` or ``~/.cache/ares``)::
+
+    addons/<key>/_root/<mount>/...   the files, as an overlay diff dir (one subdir per mount key)
+    addons/<key>/.complete           written last: a dir without it is a failed or running fill
+    addons/<key>.lock                held (flock) while one process fills the key
+
+A fill goes to a temp dir first and is renamed into place, so a crash leaves no half layer, and two
+processes (or sandboxes) asking for the same key fill it once. Files are made world-readable: a
+sandbox's root is an unprivileged id on the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from ares.core.rmtree import remove_tree
+from ares.images.cache import default_cache_dir
+from ares.sandbox.addons import AddonLayer
+
+ROOT_KEY = "_root"
+COMPLETE = ".complete"
+
+
+def addons_dir(cache_dir: Path | None = None) -> Path:
+    return (cache_dir or default_cache_dir()) / "addons"
+
+
+def content_dir(layer_dir: Path, layer: AddonLayer) -> Path:
+    """Where ``layer``'s files are inside its cached diff dir."""
+    return layer_dir / ROOT_KEY / layer.mount.strip("/")
+
+
+async def ensure_addon(layer: AddonLayer, cache_dir: Path | None = None) -> Path:
+    """The cached diff dir of ``layer`` (``<key>/`` holding ``_root/<mount>``), filled on first use."""
+    root = addons_dir(cache_dir)
+    done = root / layer.key
+    if (done / COMPLETE).is_file():
+        return done
+    await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True)
+    lock_fd = await asyncio.to_thread(os.open, root / f"{layer.key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+        if (done / COMPLETE).is_file():  # another process filled it while we waited
+            return done
+        staging = root / f".{layer.key}.{secrets.token_hex(4)}"
+        try:
+            target = content_dir(staging, layer)
+            await asyncio.to_thread(target.mkdir, parents=True)
+            await layer.source.populate(target)
+            await asyncio.to_thread(_open_up, staging)
+            (staging / COMPLETE).write_text(layer.key + "\n")
+            if done.exists():  # a stale, incomplete dir from a crashed fill
+                await asyncio.to_thread(remove_tree, done)
+            await asyncio.to_thread(os.rename, staging, done)
+        finally:
+            if staging.exists():
+                await asyncio.to_thread(remove_tree, staging)
+        return done
+    finally:
+        os.close(lock_fd)
+
+
+def _open_up(path: Path) -> None:
+    """Dirs and files readable (and dirs/executables enterable) by anyone; nothing writable but by us."""
+    for dirpath, _dirs, filenames in os.walk(path):  # never follows a symlink
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            if stat.S_ISREG(st.st_mode):
+                os.chmod(full, 0o755 if st.st_mode & 0o111 else 0o644)
