@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import docker
 
+from ares.sandbox.addons import AddonLayer
 from ares.sandbox.base import ImageSpec
 from ares.sandbox.docker import janitor
 from ares.sandbox.docker.client import connect, resolve_base_url, run_blocking
@@ -81,9 +82,12 @@ class DockerEngine:
             )
         return self._images
 
-    async def resolve(self, image: ImageSpec) -> str:
-        """The engine's id of the image a spec asks for (building it if needed)."""
-        return await (await self.images()).resolve(image)
+    async def resolve(self, image: ImageSpec, addons: Sequence[AddonLayer] = ()) -> str:
+        """The engine's id of the image a spec asks for (building it if needed), with ``addons``
+        (an installed agent) in a derived image on top."""
+        images = await self.images()
+        image_id = await images.resolve(image)
+        return await images.with_addons(image_id, addons) if addons else image_id
 
     @property
     def built(self) -> list[str]:

@@ -23,10 +23,11 @@ Dockerfile dir by ``dockerfiles.py``.
 from __future__ import annotations
 
 import io
+import json
 import secrets
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,8 @@ from ares.images.progress import (
     current_listener,
     emit,
 )
+from ares.sandbox.addon_cache import content_dir, ensure_addon
+from ares.sandbox.addons import AddonLayer
 from ares.sandbox.base import ImageSpec
 from ares.sandbox.docker.client import api_message, run_blocking
 from ares.sandbox.docker.dockerfiles import context_hash, plan_layers
@@ -52,6 +55,10 @@ BUILD_REPOSITORY = "ares-build"
 
 HASH_LABEL = "ares.build.hash"
 
+
+#: Images with an agent's add-on layer over a task image (``SandboxSpec.addons``).
+ADDON_REPOSITORY = "ares-addon"
+ADDON_LABEL = "ares.addon"
 
 #: Images of shared Dockerfile prefixes (one per RUN step before the first COPY/ADD).
 LAYER_REPOSITORY = "ares-layer"
@@ -118,6 +125,37 @@ class ImageResolver:
             listener = self.on_event or current_listener()
             return await run_blocking(self._build_once, Path(spec.dockerfile_dir), listener)
         return await run_blocking(self._local_image, spec.name or self._default_image)
+
+    async def with_addons(self, image_id: str, addons: Sequence[AddonLayer]) -> str:
+        """``image_id`` with ``addons`` copied in on top: one derived image per (add-on, image), built
+        once from the host's cached add-on files and tagged ``ares-addon/<key>:<image id>``."""
+        for addon in addons:
+            files = content_dir(await ensure_addon(addon), addon)
+            image_id = await run_blocking(self._derive_once, image_id, addon, files)
+        return image_id
+
+    def _derive_once(self, base_id: str, addon: AddonLayer, files: Path) -> str:
+        tag = f"{ADDON_REPOSITORY}/{addon.key.lower()}:{base_id.removeprefix('sha256:')[:20]}"
+        with _build_lock(self._engine, tag):
+            image_id = self._image_id(tag)
+            if image_id is not None:
+                return image_id
+            name = f".ares-dockerfile-{secrets.token_hex(8)}"  # see _Rest: never the SDK's own
+            copies = [
+                f"COPY {json.dumps([e.name, f'{addon.mount}/{e.name}'])}" for e in sorted(files.iterdir())
+            ]
+            text = "\n".join([f"FROM {base_id}", *copies]) + "\n"  # each entry: not the Dockerfile itself
+            archive = docker.utils.tar(str(files), dockerfile=(name, text))
+            try:
+                deadline = time.monotonic() + self._build_timeout_s
+                image_id = self._build(
+                    files, tag, {ADDON_LABEL: addon.key}, deadline, log_name=f"add-on {addon.key}",
+                    fileobj=archive, custom_context=True, dockerfile=name,
+                )  # fmt: skip
+            finally:
+                archive.close()
+            self.built.append(tag)
+            return image_id
 
     def _local_image(self, name: str) -> str:
         try:

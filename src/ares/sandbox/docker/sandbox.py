@@ -193,9 +193,9 @@ class DockerSandbox(StartStopContext):
         if self._base is not None:
             assert self._image is not None
             await check_snapshot_image(
-                self._engine, self._client.api, self._image, self._base, self.spec.image
+                self._engine, self._client.api, self._image, self._base, self.spec.image, self.spec.addons
             )
-        image = self._image or await self._engine.resolve(self.spec.image)
+        image = self._image or await self._engine.resolve(self.spec.image, self.spec.addons)
         self.image_identity = engine_identity(self.spec.image, image)
         if self.spec.workdir == IMAGE_WORKDIR:  # the image's own working dir (its config's WorkingDir)
             inspected = await run_blocking(self._client.api.inspect_image, image)

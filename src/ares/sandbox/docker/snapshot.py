@@ -36,6 +36,7 @@ import docker.errors
 import docker.utils
 
 from ares.errors import SandboxError
+from ares.sandbox.addons import AddonLayer
 from ares.sandbox.base import ImageSpec
 from ares.sandbox.docker import janitor
 from ares.sandbox.docker.client import api_message, run_blocking
@@ -262,13 +263,18 @@ async def discard_snapshot(engine: DockerEngine, snapshot: FilesystemSnapshot) -
 
 
 async def check_snapshot_image(
-    engine: DockerEngine, api: docker.APIClient, image: str, base: str, wanted_image: ImageSpec
+    engine: DockerEngine,
+    api: docker.APIClient,
+    image: str,
+    base: str,
+    wanted_image: ImageSpec,
+    addons: Sequence[AddonLayer] = (),
 ) -> None:
     """A sandbox made from a snapshot: its ``image`` still exists and ``wanted_image`` (the spec's) is
     the snapshot's ``base``."""
     if is_discarded(image):
         raise SandboxError(f"the snapshot image {image[:19]} was discarded; no new sandbox can use it")
-    wanted = await engine.resolve(wanted_image)
+    wanted = await engine.resolve(wanted_image, addons)
     if wanted != base:
         raise SandboxError(
             f"the snapshot was taken on image {base[:19]}, but this sandbox's spec asks for "

@@ -133,7 +133,7 @@ def _run(api: docker.APIClient, container: str, argv: list[str]) -> None:
 
 async def import_snapshot(engine: DockerEngine, path: Path, spec: SandboxSpec) -> FilesystemSnapshot:
     client = await engine.client()
-    base = await engine.resolve(spec.image)
+    base = await engine.resolve(spec.image, spec.addons)
     try:
         return await run_blocking(import_blocking, client, engine, Path(path), spec, base)
     except ArchiveError as exc:
