@@ -27,7 +27,7 @@ from ares.sandbox.addons import AddonLayer
 AGENTS_ROOT = "/opt/ares/agents"
 #: Bound on one ``npm install`` (a cold cache downloads a few hundred MB).
 NPM_TIMEOUT_S = 900.0
-_VERSION = re.compile(r"^[0-9A-Za-z][0-9A-Za-z.+-]*$")
+_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+-]*$")
 
 
 class AgentInstallError(AgentError):
