@@ -20,6 +20,7 @@ from typing import Self
 from ares.errors import AresError
 from ares.llm.interceptor import LLMClient
 from ares.llm.types import LLMRequest, LLMResponse
+from ares.proxy.compaction import CompactionDetector
 from ares.proxy.errors import ApiError
 
 
@@ -54,6 +55,8 @@ class ProxySession:
         """Calls answered with the policy's response."""
         self.calls_failed = 0
         """Calls that reached the session and failed (timeout, client error, close)."""
+        self.compaction = CompactionDetector()
+        """Marks the calls that follow a compaction the agent did on its own."""
 
     @property
     def id(self) -> str:
@@ -104,7 +107,7 @@ class ProxySession:
         self.check_open()
         if request.model is not None:
             self.model = request.model
-        turn = asyncio.ensure_future(self._turn(request))
+        turn = asyncio.ensure_future(self._turn(self.compaction.mark(request)))
         self._turns.add(turn)
         turn.add_done_callback(self._turns.discard)
         try:
