@@ -233,6 +233,24 @@ def test_the_keys_rule() -> None:
     assert keys_of("") == []
 
 
+async def test_a_context_budget_compacts_the_conversation() -> None:
+    async with ares.make("humaneval-terminal", tasks="0", context_budget=1500) as env:
+        ts = await env.reset(task=0)
+        marks = []
+        for _ in range(6):
+            ts = await env.step(keys(Command("seq 1 150\n", 0.3)))
+            marks.append(ts.observation.metadata.get("ares_context"))
+            if marks[-1] == "summary":
+                break
+        assert marks[-1] == "summary"
+        ts = await env.step(LLMResponse(content="I printed numbers."))
+        assert ts.observation.metadata["ares_context"] == "compacted"
+        [only] = ts.observation.messages
+        assert "has_close_elements" in only.text and "I printed numbers." in only.text
+        ts = await env.step(keys(Command("echo still-$((1+1))\n", 5, "still-2")))
+        assert "still-2" in screen(ts)
+
+
 # ---------------------------------------------------------------- snapshots and processes
 
 
