@@ -126,6 +126,14 @@ async def test_oracle_keystrokes_are_the_recorded_action(humaneval: CodeEnvironm
     assert (await humaneval.step(FMT.submit())).reward == 1.0
 
 
+async def test_a_script_past_the_argument_limit_runs_whole(humaneval: CodeEnvironment) -> None:
+    """~280 KiB of keystrokes: sent in several execs, the decoded script past one argument's 128 KiB."""
+    await humaneval.reset(task=0)
+    body = "".join(f"line {i} {'x' * 60}\n" for i in range(3000))
+    ts = await humaneval.step(FMT.command(f"cat > big.txt <<'EOF'\n{body}EOF\nwc -c big.txt"))
+    assert f"\n{len(body)} big.txt\nARES_DONE_" in screen(ts)
+
+
 # ---------------------------------------------------------------- keystrokes, waits, the screen
 
 

@@ -4,11 +4,12 @@
 shell and wait until it has finished. Typing the script itself would be fragile (heredocs, history
 expansion, prompts of continuation lines), so the keystrokes are one line that decodes it::
 
-    bash -c "$(echo <base64 of cmd> | base64 -d)" </dev/null; printf '%s_%s\\n' ARES DONE_<hash>
+    bash <(echo <base64 of cmd> | base64 -d) </dev/null; printf '%s_%s\\n' ARES DONE_<hash>
 
 and the command waits for ``ARES_DONE_<hash>`` (``wait_for``), which the printf prints but the typed
-line does not contain. Those keystrokes and the wait are the whole recorded action: nothing runs that
-the episode does not show.
+line does not contain. The script comes through a process substitution, not ``bash -c "$(...)"``:
+one argument may not pass 128 KiB, a script file may be any size. The shell must be bash. Those
+keystrokes and the wait are the whole recorded action: nothing runs that the episode does not show.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def script_command(command: str) -> Command:
     """Keystrokes that run ``command`` with bash and wait for it to finish (see the module doc)."""
     tag = hashlib.sha256(command.encode()).hexdigest()[:12]
     encoded = base64.b64encode(command.encode()).decode()
-    keystrokes = f"bash -c \"$(echo {encoded} | base64 -d)\" </dev/null; printf '%s_%s\\n' ARES DONE_{tag}\n"
+    keystrokes = f"bash <(echo {encoded} | base64 -d) </dev/null; printf '%s_%s\\n' ARES DONE_{tag}\n"
     return Command(keystrokes, SCRIPT_WAIT_S, wait_for=f"ARES_DONE_{tag}")
 
 

@@ -26,6 +26,8 @@ SOCKET = f"{SOCKET_DIR}/sock"
 SESSION = "ares"
 #: Characters of literal text per ``send-keys`` call: tmux refuses commands over ~16 KiB of UTF-8.
 CHUNK_CHARS = 2000
+#: Bytes of ``send-keys`` calls per exec: one shell argument may not pass 128 KiB.
+BATCH_BYTES = 64_000
 #: Exit code of the start script when the image has no tmux.
 _NO_TMUX = 127
 _TMUX = f"tmux -S {SOCKET}"
@@ -128,9 +130,10 @@ exec {_TMUX} -f /dev/null {options} \\; new-session -d -s {SESSION} -x {self.wid
             for start in range(0, len(key.text), CHUNK_CHARS):
                 chunk = key.text[start : start + CHUNK_CHARS]
                 calls.append(f"{_TMUX} send-keys -t {SESSION} -l -- {shlex.quote(chunk)}")
-        if not calls:
-            return True
-        return (await self._exec(" && ".join(calls))).exit_code == 0
+        for batch in _batches(calls):
+            if (await self._exec(" && ".join(batch))).exit_code != 0:
+                return False
+        return True
 
     async def capture(self, since: int | None = None, max_scrollback_lines: int = 1000) -> Capture:
         """The visible screen, plus the scrollback lines added since history size ``since`` (at most
@@ -178,6 +181,20 @@ exec {_TMUX} capture-pane -p -J -t {SESSION} -S $start
 
     async def _exec(self, script: str) -> ExecResult:
         return await self.sandbox.exec(script, cwd="/", timeout_s=self.timeout_s)
+
+
+def _batches(calls: list[str]) -> list[list[str]]:
+    """``calls`` in groups small enough for one ``sh -c`` argument (Linux caps one at 128 KiB)."""
+    batches: list[list[str]] = []
+    size = BATCH_BYTES
+    for call in calls:
+        length = len(call.encode()) + 4
+        if size + length > BATCH_BYTES:
+            batches.append([])
+            size = 0
+        batches[-1].append(call)
+        size += length
+    return batches
 
 
 def _tidy(text: str) -> str:
