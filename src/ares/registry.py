@@ -12,6 +12,7 @@ from ares.agents.bash import BashAgentFactory
 from ares.agents.context import ContextConfig
 from ares.agents.external import tool_loop_cli
 from ares.agents.single_turn import SingleTurnAgentFactory
+from ares.agents.terminal import TerminalAgentFactory
 from ares.agents.tool_agent import ToolAgentFactory
 from ares.envs.code_env import CodeEnvironment
 from ares.envs.context_window import ContextWindow
@@ -131,6 +132,14 @@ PRESETS: dict[str, Preset] = {
     "harbor-tools": Preset(
         "harbor-tools", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), tool-calling agent",
         _harbor_tasks, _HARBOR_OPTIONS, agent=ToolAgentFactory,
+    ),
+    "humaneval-terminal": Preset(
+        "humaneval-terminal", "164 HumanEval problems, terminal agent (keystrokes into tmux), local sandbox",
+        lambda: load_humaneval(), agent=TerminalAgentFactory,
+    ),
+    "harbor-terminal": Preset(
+        "harbor-terminal", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), terminal agent (tmux)",
+        _harbor_tasks, _HARBOR_OPTIONS, agent=TerminalAgentFactory,
     ),
     "humaneval-cli": Preset(
         "humaneval-cli",
@@ -325,8 +334,11 @@ def _with_context(factory: AgentFactory, budget: int | ContextConfig) -> AgentFa
         return BashAgentFactory(replace(factory.config, context=context))
     if isinstance(factory, ToolAgentFactory):
         return ToolAgentFactory(replace(factory.config, context=context))
+    if isinstance(factory, TerminalAgentFactory):
+        return TerminalAgentFactory(replace(factory.config, context=context))
     raise AgentError(
-        f"a context budget works with the built-in bash and tool agents, not {type(factory).__name__}"
+        "a context budget works with the built-in bash, tool and terminal agents, "
+        f"not {type(factory).__name__}"
     )
 
 

@@ -123,7 +123,7 @@ def test_make_gives_only_the_built_in_agents_a_budget() -> None:
     env = ares.make("humaneval-tools", tasks="0:1", context_budget=500)
     assert isinstance(env._agent_factory, ToolAgentFactory)
     assert env._agent_factory.config.context == ContextConfig(500)
-    with pytest.raises(AgentError, match="built-in bash and tool agents"):
+    with pytest.raises(AgentError, match="built-in bash, tool and terminal agents"):
         ares.make("humaneval-single", tasks="0:1", context_budget=500)
 
 
@@ -385,5 +385,6 @@ def test_ares_run_takes_a_context_budget_and_refuses_it_for_other_agents(tmp_pat
     refused = ares_cli("run", "humaneval-single", "--tasks", "0", "--context-budget", "1500")
     assert refused.returncode == 2
     assert refused.stderr.strip() == (
-        "error: a context budget works with the built-in bash and tool agents, not SingleTurnAgentFactory"
+        "error: a context budget works with the built-in bash, tool and terminal agents, "
+        "not SingleTurnAgentFactory"
     )

@@ -1,0 +1,274 @@
+"""The built-in terminal agent: keystrokes into a tmux session, screen captures back (Terminus style).
+
+Each episode starts a tmux session in the sandbox (``tmux.TmuxSession``); the first user message is
+the task and the initial screen. Each turn the model replies with a JSON object of keystroke commands
+(``keys.parse_reply``); the agent types them in order, waits after each (``asyncio.sleep``, or until a
+``wait_for`` text shows up), then sends the screen (new scrollback lines plus the visible screen) back.
+``task_complete`` ends the run; so do too many malformed replies in a row and an optional step limit.
+
+Snapshots: ``state()`` is the conversation and counters, as for the bash agent. The tmux server is a
+process: a snapshot stops it (the local sandbox stops every process to freeze the files) and a
+restore does not bring it back. So before typing, the agent checks that its session is alive, and if
+not starts a new shell in the workdir and says so at the top of the next observation, in both the
+original episode and every restored copy (the same note, so branches see the same thing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ares.agents import resumable
+from ares.agents.bash import ExitStatus
+from ares.agents.bash_parser import FormatError
+from ares.agents.context import ContextConfig, ContextManager
+from ares.agents.rendering import compile_template, default_template, render, truncate_middle
+from ares.agents.terminal.action_format import TerminalActionFormat
+from ares.agents.terminal.keys import DEFAULT_DURATION_S, Command, parse_reply
+from ares.agents.terminal.tmux import TmuxSession
+from ares.llm.interceptor import LLMClient
+from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, assistant, user
+from ares.sandbox.base import Sandbox
+from ares.tasks.model import Task
+
+logger = logging.getLogger(__name__)
+
+#: The note that opens the first observation after the tmux session was found gone.
+RESTARTED_NOTE = (
+    "The terminal session had ended: a snapshot or restore keeps files but stops every process. "
+    "A new shell was started in {workdir}; earlier programs, the current directory and shell "
+    "variables are gone"
+)
+_POLL_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class TerminalAgentConfig:
+    """How the terminal agent talks to its model and sizes its terminal. Templates are Jinja2.
+
+    Template variables: system ``width``, ``height``, ``default_duration``, ``max_duration_s``;
+    instance ``instruction``, ``workdir``, ``task``; observation ``screen``, ``notes``; format error
+    ``error``, ``cut_off``.
+    """
+
+    system_template: str = field(default_factory=lambda: default_template("terminal_system.j2"))
+    instance_template: str = field(default_factory=lambda: default_template("terminal_instance.j2"))
+    observation_template: str = field(default_factory=lambda: default_template("terminal_observation.j2"))
+    format_error_template: str = field(default_factory=lambda: default_template("terminal_format_error.j2"))
+    width: int = 160
+    height: int = 40
+    #: Scrollback lines tmux keeps; a capture shows at most ``max_scrollback_lines`` new ones.
+    history_limit: int = 50_000
+    max_scrollback_lines: int = 1000
+    #: An observation beyond this many characters is cut in the middle.
+    max_output_chars: int = 10_000
+    #: The longest wait after one command; None: the task's per-command timeout.
+    max_duration_s: float | None = None
+    #: Malformed replies in a row after which the agent gives up (and the episode is verified).
+    max_format_errors: int = 3
+    #: LLM calls after which the agent stops by itself; None leaves limits to the environment.
+    step_limit: int | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    model: str | None = None
+    #: Compact the conversation when it would pass this budget; None never compacts.
+    context: ContextConfig | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("width", "height", "max_scrollback_lines", "max_output_chars", "max_format_errors"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.history_limit < self.max_scrollback_lines:
+            raise ValueError(
+                f"history_limit ({self.history_limit}) must be at least max_scrollback_lines "
+                f"({self.max_scrollback_lines})"
+            )
+        if self.max_duration_s is not None and self.max_duration_s <= 0:
+            raise ValueError(f"max_duration_s must be None or positive, got {self.max_duration_s}")
+        if self.step_limit is not None and self.step_limit < 1:
+            raise ValueError(f"step_limit must be None or at least 1, got {self.step_limit}")
+        for source in (
+            self.system_template,
+            self.instance_template,
+            self.observation_template,
+            self.format_error_template,
+        ):
+            compile_template(source)  # a template syntax error surfaces here, not mid-episode
+
+
+class TerminalAgent:
+    """Drives one tmux session for one task. ``exit_status`` says why ``run`` returned."""
+
+    STATE_VERSION = 1
+
+    def __init__(self, sandbox: Sandbox, llm: LLMClient, task: Task, config: TerminalAgentConfig) -> None:
+        self.sandbox = sandbox
+        self.llm = llm
+        self.task = task
+        self.config = config
+        self.exit_status: ExitStatus | None = None
+        self.session = TmuxSession(
+            sandbox,
+            task.workdir,
+            width=config.width,
+            height=config.height,
+            history_limit=config.history_limit,
+        )
+        self.max_duration_s = min(config.max_duration_s or task.command_timeout_s, task.command_timeout_s)
+        self._messages: list[Message] | None = None
+        self._turn = 0
+        self._format_errors = 0
+        self._pending: LLMRequest | None = None
+        self._context = ContextManager(config.context, llm)
+        self._mark = 0  # history size at the last capture: the next shows the scrollback after it
+        self._session_started = False
+
+    def state(self) -> dict[str, Any]:
+        """The agent as it waits for its LLM: the pending request, counters and compaction state.
+        The tmux session is not part of it (see the module doc)."""
+        context = self._context.state() if self.config.context is not None else None
+        return resumable.save_state(
+            "terminal", self.STATE_VERSION, self._pending, self._turn, self._format_errors, context
+        )
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Resume from ``state()`` on the next ``run()``: the pending request is re-issued first, and
+        the session is started (with a note) when the next reply is to be typed."""
+        saved = resumable.load_state("terminal", self.STATE_VERSION, state)
+        self._messages = list(saved.messages)
+        self._turn = saved.turn
+        self._format_errors = saved.format_errors
+        self._context.load(saved.context, turn=saved.turn)
+
+    async def run(self) -> None:
+        """Loop until task_complete, too many format errors, or the step limit. LLM and sandbox errors
+        propagate; the tmux server is stopped when the loop ends by itself."""
+        config, task = self.config, self.task
+        system_prompt = render(
+            config.system_template,
+            width=config.width,
+            height=config.height,
+            default_duration=DEFAULT_DURATION_S,
+            max_duration_s=self.max_duration_s,
+        )
+        instance = render(
+            config.instance_template, instruction=task.instruction, workdir=task.workdir, task=task
+        )
+        if self._messages is None:
+            await self._start_session()
+            self._messages = [user(f"{instance}\n\n{await self._observation([])}")]
+        messages, context = self._messages, self._context
+        while config.step_limit is None or self._turn < config.step_limit:
+            request = LLMRequest(
+                messages=tuple(messages),
+                system_prompt=system_prompt,
+                sampling=config.sampling,
+                model=config.model,
+                metadata=context.metadata({"agent": "terminal", "turn": self._turn}),
+            )
+            if await context.should_compact(request):
+                messages[:] = context.start_summary(messages)
+                continue
+            self._pending = request
+            response = await self.llm(request)
+            self._pending = None
+            self._turn += 1
+            if context.summarizing:  # the reply is the summary, whatever it holds
+                messages[:] = context.compacted(instance, response)
+                continue
+            context.replied()
+            messages.append(assistant(response.content or ""))
+            try:
+                reply = parse_reply(response.content)
+            except FormatError as error:
+                self._format_errors += 1
+                if self._format_errors >= config.max_format_errors:
+                    logger.warning(
+                        "terminal agent gave up after %d malformed replies: %s", self._format_errors, error
+                    )
+                    self.exit_status = "format_errors"
+                    await self.session.kill()
+                    return
+                messages.append(user(self._format_error(error, response)))
+                continue
+            self._format_errors = 0
+            notes = await self._type(reply.commands)
+            if reply.task_complete:
+                self.exit_status = "submitted"
+                await self.session.kill()
+                return
+            messages.append(user(await self._observation(notes)))
+        self.exit_status = "step_limit"
+        await self.session.kill()
+
+    async def _start_session(self) -> None:
+        await self.session.start()
+        self._mark = 0
+        self._session_started = True
+
+    async def _type(self, commands: tuple[Command, ...]) -> list[str]:
+        """Send each command and wait after it; notes for the next observation."""
+        notes: list[str] = []
+        if not self._session_started or not await self.session.alive():
+            await self._start_session()
+            notes.append(RESTARTED_NOTE.format(workdir=self.task.workdir))
+        for command in commands:
+            wait = min(command.duration_s, self.max_duration_s)
+            if command.duration_s > self.max_duration_s and command.wait_for is None:
+                notes.append(f"a duration of {command.duration_s:g}s was cut to the limit of {wait:g}s")
+            before = await self.session.capture(self._mark) if command.wait_for is not None else None
+            if not await self.session.send(command.keys()):
+                notes.append("the keystrokes could not be sent: the terminal session has ended")
+                break
+            if before is None or command.wait_for is None:
+                await asyncio.sleep(wait)
+            elif not await self._wait_for(command.wait_for, before.cursor_line, wait):
+                notes.append(
+                    f"{command.wait_for!r} did not appear within {wait:g}s; the command may still be running"
+                )
+        return notes
+
+    async def _wait_for(self, text: str, line: int, timeout_s: float) -> bool:
+        """Poll the output below ``line`` (the line the keys were typed on) until ``text`` shows."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        for attempt in itertools.count():
+            output = await self.session.output_since(line, self.config.max_scrollback_lines)
+            if text in output.partition("\n")[2]:
+                return True
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(_POLL_S[min(attempt, len(_POLL_S) - 1)], left))
+        raise AssertionError("unreachable")
+
+    async def _observation(self, notes: list[str]) -> str:
+        capture = await self.session.capture(self._mark, self.config.max_scrollback_lines)
+        self._mark = capture.history_size
+        if capture.pane_dead:
+            await self.session.respawn()
+            notes = [*notes, f"the shell exited; a new one was started in {self.task.workdir}"]
+        return render(
+            self.config.observation_template,
+            screen=truncate_middle(capture.text, self.config.max_output_chars),
+            notes=notes,
+        )
+
+    def _format_error(self, error: FormatError, response: LLMResponse) -> str:
+        return render(
+            self.config.format_error_template, error=str(error), cut_off=response.finish_reason == "length"
+        )
+
+
+class TerminalAgentFactory:
+    """Builds one TerminalAgent per episode, all sharing one config."""
+
+    def __init__(self, config: TerminalAgentConfig | None = None) -> None:
+        self.config = config if config is not None else TerminalAgentConfig()
+        self.action_format: TerminalActionFormat = TerminalActionFormat()
+
+    def __call__(self, *, sandbox: Sandbox, llm: LLMClient, task: Task) -> TerminalAgent:
+        return TerminalAgent(sandbox, llm, task, self.config)
