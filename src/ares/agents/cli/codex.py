@@ -56,7 +56,7 @@ def config_toml(model: str) -> str:
     top: dict[str, object] = {
         "model": model, "model_provider": "ares", "approval_policy": "never",
         "sandbox_mode": "danger-full-access", "check_for_update_on_startup": False,
-        "hide_agent_reasoning": False, "web_search": "disabled",
+        "hide_agent_reasoning": False, "web_search": "disabled", "allow_login_shell": False,
     }  # fmt: skip
     tables: dict[str, Mapping[str, object]] = {
         "model_providers.ares": {
