@@ -1,12 +1,14 @@
 """Codex CLI (``@openai/codex``) as an ARES agent: ``codex exec`` against the proxy's Responses API.
 
-Codex reads its config only from ``$CODEX_HOME/config.toml``; ARES points ``CODEX_HOME`` into the
-CLI's private home and writes that file itself, so nothing of the host's ``~/.codex`` is read. The
-model provider is a custom one (``ares``, ``wire_api = "responses"``): the built-in ``openai``
-provider ignores base-URL overrides. Its base URL is only known at run time, so the command sets it
-with ``-c`` from ``$ARES_PROXY_URL``. Approvals and Codex's own sandbox are off (the ARES sandbox is
-the sandbox); update checks, analytics, feedback and the features that reach OpenAI's services
-(apps, plugins, connectors, web search) are off.
+Codex's user config is ``$CODEX_HOME/config.toml``; ARES points ``CODEX_HOME`` into the CLI's
+private home and writes that file itself, so nothing of a host's ``~/.codex`` is read (Codex also
+reads ``/etc/codex/config.toml``, below the user layer: the keys ARES sets win). The model provider
+is a custom one (``ares``, ``wire_api = "responses"``): the built-in ``openai`` provider ignores
+base-URL overrides. Its base URL is only known at run time, so the command sets it with ``-c`` from
+``$ARES_PROXY_URL``. Approvals and Codex's own sandbox are off (the ARES sandbox is the sandbox),
+and so is the login shell (``bash -l`` resets PATH from /etc/profile and loses the image's own).
+Update checks, analytics, feedback and the features that reach OpenAI's services (apps, plugins,
+web search...) are off.
 """
 
 from __future__ import annotations
