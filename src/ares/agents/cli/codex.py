@@ -28,7 +28,7 @@ from ares.agents.install.npm import NpmPackage
 PINNED_VERSION = "0.171.0"
 #: The version whose tool names ``action_format`` speaks.
 KNOWN_VERSION = "0.171.0"
-#: Codex's shell tool in that version and the name of its command argument.
+#: Codex's shell tool in that version (its command goes in argument ``cmd``).
 SHELL_TOOL = "exec_command"
 
 #: ``exec_command`` waits this long for the command before returning a session to poll (its max).
@@ -54,7 +54,8 @@ def _toml(value: object) -> str:
 
 
 def config_toml(model: str) -> str:
-    """The whole ``config.toml`` ARES writes (the proxy's base URL comes later, with ``-c``)."""
+    """The whole ``config.toml`` ARES writes. The proxy's port is known only at run time: the command
+    replaces this ``base_url`` (the discard port, never served) with ``-c``."""
     top: dict[str, object] = {
         "model": model, "model_provider": "ares", "approval_policy": "never",
         "sandbox_mode": "danger-full-access", "check_for_update_on_startup": False,
