@@ -26,6 +26,8 @@ from ares.sandbox.addons import AddonLayer
 
 ROOT_KEY = "_root"
 COMPLETE = ".complete"
+#: How often a process waiting for another's fill of the same key checks its lock.
+LOCK_POLL_S = 0.1
 
 
 def addons_dir(cache_dir: Path | None = None) -> Path:
@@ -46,7 +48,7 @@ async def ensure_addon(layer: AddonLayer, cache_dir: Path | None = None) -> Path
     await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True)
     lock_fd = await asyncio.to_thread(os.open, root / f"{layer.key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+        await _lock(lock_fd)
         if (done / COMPLETE).is_file():  # another process filled it while we waited
             return done
         staging = root / f".{layer.key}.{secrets.token_hex(4)}"
@@ -65,6 +67,17 @@ async def ensure_addon(layer: AddonLayer, cache_dir: Path | None = None) -> Path
         return done
     finally:
         os.close(lock_fd)
+
+
+async def _lock(fd: int) -> None:
+    """Take the fill lock, polling: a blocking ``flock`` in a worker thread per waiting episode would
+    use up the default executor, and the holder then waits forever for a thread to finish its fill."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            await asyncio.sleep(LOCK_POLL_S)
 
 
 def _open_up(path: Path) -> None:
