@@ -19,7 +19,7 @@ import pytest
 from ares.errors import SandboxError
 from ares.sandbox.addon_cache import COMPLETE, addons_dir, content_dir, ensure_addon
 from ares.sandbox.addons import AddonLayer
-from ares.sandbox.base import SandboxSpec
+from ares.sandbox.base import Resources, SandboxSpec
 from ares.sandbox.local import LocalSandbox
 from nobody_python import SKIP_REASON, can_drop, nobody_python
 
@@ -133,7 +133,7 @@ import asyncio, json, sys
 from dataclasses import dataclass
 from pathlib import Path
 from ares.sandbox.addons import AddonLayer
-from ares.sandbox.base import SandboxSpec
+from ares.sandbox.base import Resources, SandboxSpec
 from ares.sandbox.local import LocalSandbox
 
 @dataclass(frozen=True)
@@ -178,3 +178,32 @@ def test_an_unprivileged_host_user_fills_its_own_cache_and_runs_the_addon(
     layer = home / "cache" / "addons" / "tool-nobody"
     assert layer.stat().st_uid == 65534
     assert (layer / "_root/opt/ares/agents/tool/bin/tool").read_text().startswith("#!/bin/sh")  # untouched
+
+
+async def test_rlimit_memory_makes_room_for_the_addons_mapped_program(tmp_path: Path) -> None:
+    """RLIMIT_AS counts mapped files: an agent's 300 MB binary must not eat a 512 MB task's memory,
+    so the cap grows by the add-on's largest program, and the limits report says so."""
+
+    @dataclass(frozen=True)
+    class BigProgram:
+        async def populate(self, dest: Path) -> None:
+            big = dest / "bin" / "big"
+            big.parent.mkdir()
+            with big.open("wb") as out:
+                out.truncate(200 * (1 << 20) + 1)  # sparse: 200 MiB and a byte, nothing on disk
+            big.chmod(0o755)
+
+    addon = AddonLayer(key="big-1", mount="/opt/ares/agents/big", source=BigProgram())
+    spec = SandboxSpec(resources=Resources(memory_mb=256), addons=(addon,))
+    box = LocalSandbox(spec, limit_mode="rlimit")
+    await box.start()
+    try:
+        seen = await box.exec("grep 'Max address space' /proc/self/limits")
+        report = str(box.limits)
+    finally:
+        await box.stop()
+    assert seen.stdout.split()[3] == str(457 * (1 << 20))  # 256 + 201 MiB
+    assert (
+        "RLIMIT_AS caps each process's virtual memory at 457 MiB (256 + 201 for an add-on's mapped binary)"
+        in report
+    )

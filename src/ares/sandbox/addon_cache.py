@@ -3,7 +3,8 @@
 Layout (under the ARES cache, ``$ARES_CACHE_DIR`` or ``~/.cache/ares``)::
 
     addons/<key>/_root/<mount>/...   the files, as an overlay diff dir (one subdir per mount key)
-    addons/<key>/.complete           written last: a dir without it is a failed or running fill
+    addons/<key>/.complete           written last (JSON: the key, the largest program's size): a dir
+                                     without it is a failed or running fill
     addons/<key>.lock                held (flock) while one process fills the key
 
 A fill goes to a temp dir first and is renamed into place, so a crash leaves no half layer, and two
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import json
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from ares.core.rmtree import remove_tree
@@ -56,8 +59,9 @@ async def ensure_addon(layer: AddonLayer, cache_dir: Path | None = None) -> Path
             target = content_dir(staging, layer)
             await asyncio.to_thread(target.mkdir, parents=True)
             await layer.source.populate(target)
-            await asyncio.to_thread(_open_up, staging)
-            (staging / COMPLETE).write_text(layer.key + "\n")
+            largest = await asyncio.to_thread(_open_up, staging)
+            record = {"key": layer.key, "largest_program_bytes": largest}
+            (staging / COMPLETE).write_text(json.dumps(record) + "\n")
             if done.exists():  # a stale, incomplete dir from a crashed fill
                 await asyncio.to_thread(remove_tree, done)
             await asyncio.to_thread(os.rename, staging, done)
@@ -80,12 +84,35 @@ async def _lock(fd: int) -> None:
             await asyncio.sleep(LOCK_POLL_S)
 
 
-def _open_up(path: Path) -> None:
-    """Dirs and files readable (and dirs/executables enterable) by anyone; nothing writable but by us."""
+def largest_program_mib(layer_dir: Path) -> int:
+    """The size (MiB, rounded up) of the largest executable file in a filled layer: what a process
+    running it maps, which an address-space limit counts (``SandboxLimits.mapped_mb``)."""
+    try:
+        size = int(json.loads((layer_dir / COMPLETE).read_text())["largest_program_bytes"])
+    except (OSError, ValueError, KeyError, TypeError):  # filled by an older ARES: measure it now
+        size = max((st.st_size for st in _executables(layer_dir)), default=0)
+    return -(-size // (1 << 20))
+
+
+def _executables(path: Path) -> Iterator[os.stat_result]:
+    for dirpath, _dirs, filenames in os.walk(path):
+        for name in filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            if stat.S_ISREG(st.st_mode) and st.st_mode & 0o111:
+                yield st
+
+
+def _open_up(path: Path) -> int:
+    """Dirs and files readable (and dirs/executables enterable) by anyone, nothing writable but by us;
+    returns the size of the largest executable file."""
+    largest = 0
     for dirpath, _dirs, filenames in os.walk(path):  # never follows a symlink
         os.chmod(dirpath, 0o755)
         for name in filenames:
             full = os.path.join(dirpath, name)
             st = os.lstat(full)
             if stat.S_ISREG(st.st_mode):
-                os.chmod(full, 0o755 if st.st_mode & 0o111 else 0o644)
+                executable = bool(st.st_mode & 0o111)
+                os.chmod(full, 0o755 if executable else 0o644)
+                largest = max(largest, st.st_size) if executable else largest
+    return largest

@@ -143,9 +143,14 @@ class SandboxLimits:
     and ``attach``, observed around each command by ``counters``/``limit_hit``, undone by ``release``.
     """
 
-    def __init__(self, resources: Resources, mode: LimitMode, *, task_set: Resources | None = None) -> None:
-        """``task_set`` is what the task itself set (the rest of ``resources`` are defaults)."""
+    def __init__(
+        self, resources: Resources, mode: LimitMode, *, task_set: Resources | None = None, mapped_mb: int = 0
+    ) -> None:
+        """``task_set`` is what the task itself set (the rest of ``resources`` are defaults);
+        ``mapped_mb`` is the size of the largest program an add-on brings (an agent CLI's binary),
+        which RLIMIT_AS, counting mapped files, would charge to the task's memory."""
         self.resources = resources
+        self.mapped_mb = mapped_mb
         self.task_set = resources if task_set is None else task_set
         self.mode = mode
         self.report = LimitsReport()
@@ -197,9 +202,11 @@ class SandboxLimits:
         if isinstance(enforced, Enforcement):
             return enforced
         virtual = mb if self.task_set.memory_mb is not None else max(mb, DEFAULT_VIRTUAL_MB)
+        allowance = f" ({virtual} + {self.mapped_mb} for an add-on's mapped binary)" if self.mapped_mb else ""
+        virtual += self.mapped_mb
         self._rlimits.append((resource.RLIMIT_AS, virtual * MIB))
         return Enforcement(
-            "rlimit", f"{enforced}; RLIMIT_AS caps each process's virtual memory at {virtual} MiB"
+            "rlimit", f"{enforced}; RLIMIT_AS caps each process's virtual memory at {virtual} MiB{allowance}"
         )
 
     def _pids(self, pids: int) -> Enforcement:

@@ -60,7 +60,7 @@ from ares.sandbox.local import (
 from ares.sandbox.local import snapshot as local_snapshot
 from ares.sandbox.local.channel import ExecRequest, InitChannel, Reply
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
-from ares.sandbox.local.stack import LayerStack, resolve_image
+from ares.sandbox.local.stack import LayerStack, addon_program_mib, resolve_image
 from ares.sandbox.local.state import SandboxState
 from ares.sandbox.snapshots import FilesystemSnapshot
 
@@ -197,7 +197,10 @@ class LocalSandbox(StartStopContext):
         program = await self._seccomp_program()
         resources = limits.with_defaults(self.spec.resources, self._default_resources)
         if limits.requested(resources):
-            self._limits = SandboxLimits(resources, self._limit_mode, task_set=self.spec.resources)
+            mapped = await addon_program_mib(self.spec.addons) if self.spec.addons else 0
+            self._limits = SandboxLimits(
+                resources, self._limit_mode, task_set=self.spec.resources, mapped_mb=mapped
+            )
         prepare = None if self._limits is None else self._limits.mount_storage
         try:
             if self._stack.restore is not None:  # the image plus the snapshot's layers, held from now on

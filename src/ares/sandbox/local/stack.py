@@ -8,6 +8,7 @@ sandbox pins the image (``resolve_image``) at its first start and resets the sta
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from ares.errors import SandboxError
 from ares.images.config import ImageConfig
 from ares.images.identity import ImageIdentity
 from ares.images.rootfs import RootfsPlan
-from ares.sandbox.addon_cache import ensure_addon
+from ares.sandbox.addon_cache import ensure_addon, largest_program_mib
 from ares.sandbox.addons import AddonLayer
 from ares.sandbox.base import ImageSpec
 from ares.sandbox.local import image_hook, workspace
@@ -37,6 +38,12 @@ async def resolve_image(
         _check_addon_mount(plan, addon)
         plan = plan.stacked_on(await ensure_addon(addon))
     return plan, config, identity
+
+
+async def addon_program_mib(addons: Sequence[AddonLayer]) -> int:
+    """The largest program any of ``addons`` brings (MiB), for the address-space limit."""
+    sizes = [await asyncio.to_thread(largest_program_mib, await ensure_addon(a)) for a in addons]
+    return max(sizes, default=0)
 
 
 def _check_addon_mount(plan: RootfsPlan, addon: AddonLayer) -> None:
