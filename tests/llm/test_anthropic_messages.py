@@ -204,6 +204,22 @@ def test_claude_code_body_round_trips_exactly() -> None:
     assert request_to_anthropic(request_from_anthropic(CLAUDE_CODE_BODY)) == CLAUDE_CODE_BODY
 
 
+def test_a_system_message_between_turns_reads_as_a_system_message_and_renders_in_place() -> None:
+    """Claude Code 2.1 sends its environment notes as a ``system`` message after the first user turn."""
+    notes = [{"type": "text", "text": "# Environment\n - Primary working directory: /repo"}]
+    body = {
+        "system": [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Fix it."}]},
+            {"role": "system", "content": notes},
+        ],
+    }
+    req = request_from_anthropic(body)
+    assert [m.role for m in req.messages] == ["user", "system"] and req.messages[1].content == tuple(notes)
+    assert req.system_prompt == "You are Claude Code."
+    assert request_to_anthropic(req) == body
+
+
 def test_a_changed_system_prompt_replaces_the_stale_blocks() -> None:
     req = replace(request_from_anthropic(CLAUDE_CODE_BODY), system_prompt="new")
     assert request_to_anthropic(req)["system"] == "new"
@@ -278,7 +294,7 @@ def test_extension_keys_travel_and_strip_removes_them() -> None:
 @pytest.mark.parametrize(
     ("req", "where"),
     [
-        (LLMRequest(messages=(Message("system", "x"),)), "messages[0].role 'system' has no Anthropic form"),
+        (LLMRequest(messages=(Message("developer", "x"),)), "messages[0].role 'developer' has no Anthropic form"),
         (LLMRequest(messages=(assistant(None, (ToolCall("c", "f", "[1, 2]"),)),)), "tool_calls[0].arguments"),
         (LLMRequest(messages=(assistant(None, (ToolCall("c", "f", "not json"),)),)), "must be a JSON object"),
         (LLMRequest(messages=(Message("user", "x", (ToolCall("c", "f", "{}"),)),)), "messages[0].tool_calls"),
@@ -297,8 +313,8 @@ def test_requests_the_messages_api_cannot_express_raise(req: LLMRequest, where: 
         ("x", "the body must be an object"),
         ({}, "messages must be an array, got null"),
         (
-            {"messages": [{"role": "system", "content": "x"}]},
-            "messages[0].role must be 'user' or 'assistant'",
+            {"messages": [{"role": "developer", "content": "x"}]},
+            "messages[0].role must be 'user', 'assistant' or 'system'",
         ),
         ({"messages": [{"role": "user", "content": 3}]}, "messages[0].content must be an array"),
         (
@@ -528,6 +544,7 @@ _message = st.one_of(
     st.builds(Message, st.just("user"), TEXT | _blocks, st.just(()), OPT_TEXT, OPT_TEXT, EXTRAS),
     st.builds(Message, st.just("tool"), st.none() | TEXT | _blocks, st.just(()), OPT_TEXT, OPT_TEXT, EXTRAS),
     st.builds(Message, st.just("assistant"), OPT_TEXT, _calls, OPT_TEXT, OPT_TEXT, _assistant_extra),
+    st.builds(Message, st.just("system"), TEXT | _blocks, st.just(()), OPT_TEXT, OPT_TEXT, EXTRAS),
 )
 _tool = st.fixed_dictionaries(
     {
@@ -582,6 +599,7 @@ _wire_message = st.one_of(
     optional(
         {"role": st.just("assistant"), "content": TEXT | st.lists(_wire_assistant_block, max_size=4)}, {}
     ),
+    optional({"role": st.just("system"), "content": TEXT | st.lists(_block, max_size=2)}, {"x_k": JSON}),
 )
 _wire_tool = st.one_of(
     optional({"name": TEXT, "input_schema": _json_object}, {"description": TEXT, "type": st.just("custom")}),

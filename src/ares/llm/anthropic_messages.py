@@ -24,8 +24,10 @@ What the wire cannot tell apart reads back normalised: ``ToolCall.arguments`` as
 (``separators=(",", ":")``, non-ASCII kept), assistant content parts as their joined text, user block
 content that starts with ``tool_result`` blocks as tool Messages. Rendering raises ``LLMError``
 (``MalformedResponseError`` for responses) for what the API cannot hold: arguments that are not a
-JSON object, a ``ToolCall.type`` other than ``function``, system/developer messages (use
-``system_prompt``), tool calls on a non-assistant message, a tool in neither shape above.
+JSON object, a ``ToolCall.type`` other than ``function``, developer messages (use
+``system_prompt``), tool calls on a non-assistant message, a tool in neither shape above. A
+``system`` message between the turns (Claude Code 2.1 sends its environment notes as one) reads as a
+system Message, its content verbatim, and renders back in place.
 
 Responses (a ``message`` object) read the same way as assistant messages. ``stop_reason`` maps to
 ``finish_reason``: ``end_turn`` / ``stop_sequence`` -> ``stop``, ``max_tokens`` and
@@ -251,6 +253,22 @@ def _result(b: Mapping[str, Any], where: str) -> Message:
     return replace(msg, extra=residual(b, _result_fields(msg)))
 
 
+def _system_fields(m: Message) -> Json:
+    content = _blocks_wire(m.content)
+    return some({"role": "system", "content": content, "name": m.name, "tool_call_id": m.tool_call_id})
+
+
+def _system_message(m: Mapping[str, Any], where: str) -> Message:
+    """A ``system`` message between the turns (Claude Code sends its environment notes so)."""
+    msg = Message(
+        "system",
+        _blocks(m.get("content"), f"{where}.content"),
+        name=opt_str(m.get("name"), f"{where}.name"),
+        tool_call_id=opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
+    )
+    return replace(msg, extra=residual(m, _system_fields(msg)))
+
+
 def _user(m: Mapping[str, Any], where: str) -> list[Message]:
     content = _blocks(m.get("content"), f"{where}.content")
     blocks = content if isinstance(content, tuple) else ()
@@ -286,8 +304,11 @@ def _messages(v: object, where: str = "messages") -> tuple[Message, ...]:
         if (role := m.get("role")) == "assistant":
             out.append(_assistant(m, at))
             continue
+        if role == "system":
+            out.append(_system_message(m, at))
+            continue
         if role != "user":
-            raise Bad(f"{at}.role must be 'user' or 'assistant', got {role!r}")
+            raise Bad(f"{at}.role must be 'user', 'assistant' or 'system', got {role!r}")
         split = _user(m, at)
         if _joins(bool(out) and out[-1].role == "tool", split[0]):
             split[0] = replace(split[0], extra={**split[0].extra, NEW_TURN_KEY: True})
@@ -317,6 +338,8 @@ def _messages_wire(messages: Sequence[Message], where: str = "messages") -> list
                 wire[-1]["content"].extend(_blocks_wire(m.content) or ())
             else:
                 wire.append(merge(own(m.extra, _RESERVED), _user_fields(m), _PARSERS))
+        elif m.role == "system":
+            wire.append(merge(own(m.extra, _RESERVED), _system_fields(m), _PARSERS))
         else:
             raise Bad(f"{at}.role {m.role!r} has no Anthropic form (system text goes in system_prompt)")
         open_results = m.role == "tool"
