@@ -294,7 +294,10 @@ def test_extension_keys_travel_and_strip_removes_them() -> None:
 @pytest.mark.parametrize(
     ("req", "where"),
     [
-        (LLMRequest(messages=(Message("developer", "x"),)), "messages[0].role 'developer' has no Anthropic form"),
+        (
+            LLMRequest(messages=(Message("developer", "x"),)),
+            "messages[0].role 'developer' has no Anthropic form",
+        ),
         (LLMRequest(messages=(assistant(None, (ToolCall("c", "f", "[1, 2]"),)),)), "tool_calls[0].arguments"),
         (LLMRequest(messages=(assistant(None, (ToolCall("c", "f", "not json"),)),)), "must be a JSON object"),
         (LLMRequest(messages=(Message("user", "x", (ToolCall("c", "f", "{}"),)),)), "messages[0].tool_calls"),

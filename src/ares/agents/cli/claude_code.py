@@ -27,6 +27,14 @@ PINNED_VERSION = "2.1.332"
 BINARY_GLOB = "@anthropic-ai/claude-code-linux-x64/claude"
 #: The CLI's config dir, relative to its private home.
 CONFIG_DIR = ".claude"
+#: Managed (admin) settings: read from here whatever the flags and environment say (this build
+#: ignores ``CLAUDE_CODE_MANAGED_SETTINGS_PATH``), and they win over ARES's config. The local
+#: sandbox shows the host's /etc, so a host's managed settings would apply: the run warns.
+MANAGED_DIR = "/etc/claude-code"
+MANAGED_WARNING = (
+    f"ares: warning: {MANAGED_DIR} exists in the sandbox (the image's, or on the local backend the "
+    "host's): Claude Code applies its managed settings over the config ARES wrote"
+)
 #: Claude Code's shell tool and the argument holding the command.
 SHELL_TOOL = "Bash"
 
@@ -94,7 +102,9 @@ class ClaudeCode:
             "--dangerously-skip-permissions", "--setting-sources", "user",
             "--settings", f"{config_dir}/settings.json",
         ]  # fmt: skip
-        command = f"{shlex.quote(paths.executable)} {shlex.join(flags)} < \"$ARES_INSTRUCTION_FILE\""
+        warn = f"if [ -e {MANAGED_DIR} ]; then echo {shlex.quote(MANAGED_WARNING)} >&2; fi; "
+        run = f'{shlex.quote(paths.executable)} {shlex.join(flags)} < "$ARES_INSTRUCTION_FILE"'
+        command = warn + run
         env = {
             **QUIET_ENV,
             "CLAUDE_CONFIG_DIR": config_dir,
