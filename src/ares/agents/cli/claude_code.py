@@ -35,8 +35,11 @@ MANAGED_WARNING = (
     f"ares: warning: {MANAGED_DIR} exists in the sandbox (the image's, or on the local backend the "
     "host's): Claude Code applies its managed settings over the config ARES wrote"
 )
-#: Claude Code's shell tool and the argument holding the command.
+#: Claude Code's shell tool; its arguments: ``command``, ``timeout`` (ms), ``description``.
 SHELL_TOOL = "Bash"
+#: The longest foreground command the Bash tool allows (its default is 2 minutes): a reference
+#: solution that builds or installs must not be cut short.
+SHELL_TIMEOUT_MS = 600_000
 
 #: Environment that turns off every call to a host but the proxy, and every interactive prompt.
 QUIET_ENV = {
@@ -76,8 +79,8 @@ def _global_config() -> str:
     return json.dumps(config, indent=2) + "\n"
 
 
-def _shell_arguments(command: str) -> dict[str, str]:
-    return {"command": command, "description": "Run the reference solution"}
+def _shell_arguments(command: str) -> dict[str, object]:
+    return {"command": command, "timeout": SHELL_TIMEOUT_MS, "description": "Run the reference solution"}
 
 
 @dataclass(frozen=True, slots=True)
