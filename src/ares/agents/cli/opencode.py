@@ -41,6 +41,10 @@ QUIET_ENV = {
     "OPENCODE_DISABLE_CLAUDE_CODE": "1",
     "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
     "OPENCODE_DISABLE_TERMINAL_TITLE": "1",
+    # OpenCode is a Bun binary; JavaScriptCore sizes its heap by the machine's RAM, not the sandbox's
+    # memory limit, and holds ~500 MB after a trivial run. Telling it the machine has 256 MiB makes
+    # it collect sooner (~400 MB, measured), which a task with 512 MB needs; it never caps the heap.
+    "BUN_JSC_forceRAMSize": str(256 * 1024 * 1024),
 }
 #: Variables through which an image or a task could hand OpenCode another config or credentials;
 #: the command unsets them, so the only config is the file ARES wrote.
