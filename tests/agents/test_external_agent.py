@@ -204,8 +204,17 @@ async def test_closing_mid_episode_leaves_no_agent_process_or_task() -> None:
 
 
 async def test_an_agent_that_never_calls_its_llm_fails_reset_clearly() -> None:
-    config = ExternalAgentConfig(command="echo I do nothing; exit 3")
+    config = ExternalAgentConfig(command="echo I do nothing; echo out of memory >&2; exit 3")
     env = ares.make("humaneval", tasks="0:1", agent=ExternalAgentFactory(config, ToolActionFormat()))
+    try:
+        with pytest.raises(AgentError, match="exited with code 3 before its first LLM call: out of memory"):
+            await env.reset()
+        assert env.episode is not None and env.episode.status.value == "errored"
+        assert env.episode.metadata["agent"]["exit_code"] == 3  # the program's exit is on the episode
+    finally:
+        await env.close()
+    quiet = ExternalAgentConfig(command="true")
+    env = ares.make("humaneval", tasks="0:1", agent=ExternalAgentFactory(quiet, ToolActionFormat()))
     try:
         with pytest.raises(AgentError, match="without a single LLM call"):
             await env.reset()

@@ -154,9 +154,7 @@ class CodeEnvironment:
                 self._to_policy(request)
                 return restart(request)
             except AgentFinished:
-                error = self._agent_error() or AgentError(
-                    "the agent finished without a single LLM call; nothing to observe"
-                )
+                error = self._agent_error() or AgentError(_no_call_reason(self._agent_obj))
                 await self._teardown(EpisodeStatus.ERRORED, error)
                 raise AgentError(
                     f"episode {episode.id} on task {chosen.id} failed at reset: {error}"
@@ -500,6 +498,16 @@ class CodeEnvironment:
             sandbox, self._sandbox = self._sandbox, None
             if sandbox is not None:  # even when cancelled meanwhile: never leak a sandbox
                 await asyncio.shield(sandbox.stop())
+
+
+def _no_call_reason(agent: object) -> str:
+    """Why an agent ended before its first LLM call: an external program's exit and output, if any."""
+    report = getattr(agent, "report", None)
+    code = report.get("exit_code") if isinstance(report, Mapping) else None
+    if not isinstance(report, Mapping) or code in (None, 0):
+        return "the agent finished without a single LLM call; nothing to observe"
+    tail = str(report.get("stderr_tail") or report.get("stdout_tail") or "").strip()[-600:]
+    return f"the agent exited with code {code} before its first LLM call: {tail or '(no output)'}"
 
 
 def _record_verdict(episode: Episode, verdict: Verdict) -> None:
