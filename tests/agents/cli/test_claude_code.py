@@ -8,31 +8,26 @@ reachable registry the tests that need the binary skip.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from cli_kit import install_or_skip, play
 
 import ares
 from ares.agents.cli import cli_agent, cli_definition
 from ares.agents.cli.claude_code import MANAGED_WARNING, PINNED_VERSION, definition
-from ares.agents.install.npm import AgentInstallError, npm_addon
 from ares.envs.code_env import CodeEnvironment
 from ares.errors import PolicyError
 from ares.llm.types import LLMRequest, Message
 from ares.policies import make_policy
-from ares.sandbox.addon_cache import ensure_addon
 from ares.sandbox.base import ImageSpec
 from ares.sandbox.local import LocalSandbox
 from ares.tasks.humaneval import load_humaneval
 
 pytest.importorskip("aiohttp")
 
-#: What npm says when it cannot reach its registry (then the tests skip rather than fail).
-OFFLINE_MARKERS = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "network")
 #: api.anthropic.com's address (Anthropic's 160.79.104.0/23): where the CLI's event logging and
 #: metrics would go. From the sandbox, neither it nor any name resolves or connects.
 ANTHROPIC_API = ("160.79.104.10", 443)
@@ -40,24 +35,7 @@ ANTHROPIC_API = ("160.79.104.10", 443)
 
 @pytest.fixture(scope="module")
 def installed() -> None:
-    """Claude Code in the session's add-on cache, or a skip saying why it cannot be installed."""
-    if shutil.which("npm") is None:
-        pytest.skip("npm is not installed (apt install npm): Claude Code comes from the npm registry")
-    try:
-        asyncio.run(ensure_addon(npm_addon(definition().package)))
-    except AgentInstallError as exc:
-        if any(marker in str(exc) for marker in OFFLINE_MARKERS):
-            pytest.skip(f"the npm registry is unreachable: {exc}")
-        raise
-
-
-async def play(env: CodeEnvironment, policy: str, task: int = 0) -> ares.TimeStep:
-    ts = await env.reset(task=task)
-    assert env.task is not None
-    pol = make_policy(policy)(env.task, env.action_format)
-    while not ts.last():
-        ts = await env.step(await pol.act(ts.observation))
-    return ts
+    install_or_skip("claude-code")
 
 
 @pytest.mark.usefixtures("installed")

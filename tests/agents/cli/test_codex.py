@@ -6,24 +6,20 @@ observation, answered by the oracle or null policy in Codex's own tool language 
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shlex
-import shutil
 import tomllib
 from pathlib import Path
 
 import pytest
+from cli_kit import install_or_skip, play
 
 import ares
 from ares.agents.cli import cli_agent, cli_definition
 from ares.agents.cli.codex import KNOWN_VERSION, PINNED_VERSION, SHELL_TOOL, config_toml
-from ares.agents.install.npm import AgentInstallError, npm_addon
-from ares.envs.code_env import CodeEnvironment
 from ares.errors import PolicyError
 from ares.llm.types import LLMRequest, Message
 from ares.policies import make_policy
-from ares.sandbox.addon_cache import ensure_addon
 
 pytest.importorskip("aiohttp")
 
@@ -35,22 +31,7 @@ PUBLIC_IP = "1.1.1.1"
 
 @pytest.fixture(scope="module")
 def codex_installed() -> None:
-    """The npm package in ARES's add-on cache (fetched once; a warm cache needs no npm at all)."""
-    try:
-        asyncio.run(ensure_addon(npm_addon(cli_definition("codex").package)))
-    except AgentInstallError as exc:
-        if shutil.which("npm") is None:
-            pytest.skip("npm is not installed: the Codex CLI cannot be fetched (apt install npm)")
-        pytest.skip(f"the npm registry did not give @openai/codex@{PINNED_VERSION}: {str(exc)[:300]}")
-
-
-async def play(env: CodeEnvironment, policy: str) -> ares.TimeStep:
-    ts = await env.reset(task=0)
-    assert env.task is not None
-    pol = make_policy(policy)(env.task, env.action_format)
-    while not ts.last():
-        ts = await env.step(await pol.act(ts.observation))
-    return ts
+    install_or_skip("codex")
 
 
 @pytest.mark.usefixtures("codex_installed")

@@ -6,26 +6,22 @@ observations, answered by scripted policies in OpenCode's own tool language (``b
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import json
 import shlex
-import shutil
 import socket
 
 import pytest
+from cli_kit import install_or_skip, play_out
 
 import ares
 from ares.agents.cli import cli_agent, cli_definition
 from ares.agents.cli.opencode import PINNED_VERSION, opencode_config
-from ares.agents.install.npm import AgentInstallError, npm_addon
 from ares.envs.code_env import CodeEnvironment
 from ares.errors import PolicyError
 from ares.llm.types import LLMRequest, Message
-from ares.policies import make_policy
 from ares.policies.scripted import ReplayPolicy
-from ares.sandbox.addon_cache import ensure_addon
 from ares.sandbox.local import LocalSandbox
 from ares.tasks.humaneval import load_humaneval
 
@@ -38,21 +34,7 @@ OUTBOUND_HOSTS = ("models.dev", "opencode.ai", "registry.npmjs.org", "github.com
 
 @pytest.fixture(scope="module")
 def opencode_installed() -> None:
-    """OpenCode in ARES's add-on cache (npm runs once per test session; skipped without npm/registry)."""
-    try:
-        asyncio.run(ensure_addon(npm_addon(cli_definition("opencode").package)))
-    except AgentInstallError as exc:
-        if shutil.which("npm") is None:
-            pytest.skip("npm is not installed, so opencode-ai cannot be fetched (apt install npm)")
-        pytest.skip(f"the npm registry did not give opencode-ai@{PINNED_VERSION}: {str(exc)[:300]}")
-
-
-async def finish(env: CodeEnvironment, ts: ares.TimeStep, policy: str) -> ares.TimeStep:
-    assert env.task is not None
-    pol = make_policy(policy)(env.task, env.action_format)
-    while not ts.last():
-        ts = await env.step(await pol.act(ts.observation))
-    return ts
+    install_or_skip("opencode")
 
 
 @pytest.mark.usefixtures("opencode_installed")
@@ -66,7 +48,7 @@ async def test_oracle_solves_through_opencode_and_the_episode_keeps_its_request_
         assert "has_close_elements" in request.messages[-1].text  # the instruction, read from stdin
         tools = {t["function"]["name"] for t in request.tools}
         assert {"bash", "edit", "write", "read"} <= tools
-        ts = await finish(env, first, "oracle")
+        ts = await play_out(env, first, "oracle")
         assert ts.reward == 1.0
         assert env.episode is not None and env.episode.status.value == "finished"
         report = env.episode.metadata["agent"]
@@ -86,7 +68,7 @@ async def test_oracle_solves_through_opencode_and_the_episode_keeps_its_request_
 async def test_null_scores_zero() -> None:
     env = ares.make("humaneval-opencode", tasks="0:1")
     try:
-        ts = await finish(env, await env.reset(task=0), "null")
+        ts = await play_out(env, await env.reset(task=0), "null")
         assert ts.reward == 0.0
         assert env.episode is not None and env.episode.status.value == "finished"
         assert env.episode.metadata["agent"]["exit_code"] == 0
@@ -159,7 +141,7 @@ async def test_configs_from_the_task_its_home_and_its_environment_are_ignored() 
     try:
         ts = await env.reset(task=0)
         assert isinstance(ts.observation, LLMRequest) and ts.observation.model == "ares-policy"
-        assert (await finish(env, ts, "oracle")).reward == 1.0
+        assert (await play_out(env, ts, "oracle")).reward == 1.0
     finally:
         await env.close()
 
