@@ -15,7 +15,7 @@ summary instruction, so keep the budget below the policy's real context by that 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
@@ -127,6 +127,26 @@ class ContextManager:
     def replied(self) -> None:
         """An ordinary reply came back: the context is no longer fresh."""
         self.fresh = False
+
+    async def exchange(
+        self,
+        request: LLMRequest,
+        messages: list[Message],
+        instance: str,
+        send: Callable[[LLMRequest], Awaitable[LLMResponse]],
+    ) -> LLMResponse | None:
+        """One turn of an agent's loop: ``send(request)`` and return the reply to act on, or None when
+        the turn went to compaction (``messages`` then holds the summary request, or the fresh
+        conversation after the summary came back) and the agent should build its next request."""
+        if await self.should_compact(request):
+            messages[:] = self.start_summary(messages)
+            return None
+        response = await send(request)
+        if self.summarizing:  # the reply is the summary, whatever it holds (its tool calls are not run)
+            messages[:] = self.compacted(instance, response)
+            return None
+        self.replied()
+        return response
 
     def state(self) -> dict[str, Any]:
         return {"compactions": self.compactions, "summarizing": self.summarizing, "fresh": self.fresh}

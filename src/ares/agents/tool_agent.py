@@ -154,6 +154,14 @@ class ToolAgent:
         self._format_errors = saved.format_errors
         self._context.load(saved.context, turn=saved.turn)
 
+    async def _ask(self, request: LLMRequest) -> LLMResponse:
+        """The LLM's reply to ``request``, kept pending meanwhile (a snapshot re-issues it)."""
+        self._pending = request
+        response = await self.llm(request)
+        self._pending = None
+        self._turn += 1
+        return response
+
     async def run(self) -> None:
         """Loop until submit, too many unusable replies or the step limit; LLM and sandbox errors raise."""
         config, task = self.config, self.task
@@ -178,17 +186,9 @@ class ToolAgent:
                 model=config.model,
                 metadata=context.metadata({"agent": "tool", "turn": self._turn}),
             )
-            if await context.should_compact(request):
-                messages[:] = context.start_summary(messages)
+            response = await context.exchange(request, messages, instance, self._ask)
+            if response is None:
                 continue
-            self._pending = request
-            response = await self.llm(request)
-            self._pending = None
-            self._turn += 1
-            if context.summarizing:  # the reply is the summary; its tool calls, if any, are not run
-                messages[:] = context.compacted(instance, response)
-                continue
-            context.replied()
             # Text and calls as they came; a reply with neither keeps "" so turns still alternate.
             reply = response.message()
             messages.append(reply if reply.content is not None or reply.tool_calls else assistant(""))

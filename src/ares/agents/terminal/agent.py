@@ -143,6 +143,14 @@ class TerminalAgent:
         self._format_errors = saved.format_errors
         self._context.load(saved.context, turn=saved.turn)
 
+    async def _ask(self, request: LLMRequest) -> LLMResponse:
+        """The LLM's reply to ``request``, kept pending meanwhile (a snapshot re-issues it)."""
+        self._pending = request
+        response = await self.llm(request)
+        self._pending = None
+        self._turn += 1
+        return response
+
     async def run(self) -> None:
         """Loop until task_complete, too many format errors, or the step limit. LLM and sandbox errors
         propagate; the tmux server is stopped when the loop ends by itself."""
@@ -169,17 +177,9 @@ class TerminalAgent:
                 model=config.model,
                 metadata=context.metadata({"agent": "terminal", "turn": self._turn}),
             )
-            if await context.should_compact(request):
-                messages[:] = context.start_summary(messages)
+            response = await context.exchange(request, messages, instance, self._ask)
+            if response is None:
                 continue
-            self._pending = request
-            response = await self.llm(request)
-            self._pending = None
-            self._turn += 1
-            if context.summarizing:  # the reply is the summary, whatever it holds
-                messages[:] = context.compacted(instance, response)
-                continue
-            context.replied()
             messages.append(assistant(response.content or ""))
             try:
                 reply = parse_reply(response.content)
