@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from ares.agents import resumable
 from ares.agents.bash_parser import FormatError, parse_action
-from ares.agents.context import ContextConfig, ContextManager
+from ares.agents.context import ContextConfig
 from ares.agents.rendering import combine_output as combine_output
 from ares.agents.rendering import command_output, compile_template, default_template, render
 from ares.agents.rendering import limit_note as limit_note
 from ares.agents.rendering import truncate_middle as truncate_middle
 from ares.llm.interceptor import LLMClient
-from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, assistant, user
+from ares.llm.types import LLMRequest, LLMResponse, SamplingParams, assistant, user
 from ares.sandbox.base import ExecResult, Sandbox
 from ares.tasks.model import Task
 
@@ -78,7 +77,7 @@ class BashAgentConfig:
             compile_template(source)  # a template syntax error surfaces here, not mid-episode
 
 
-class BashAgent:
+class BashAgent(resumable.ResumableConversation):
     """Drives one sandbox for one task. ``exit_status`` says why ``run`` returned.
 
     ``state()`` / ``load_state()`` capture the agent between two LLM calls (its conversation and
@@ -86,6 +85,7 @@ class BashAgent:
     first, then goes on as the original would have.
     """
 
+    AGENT = "bash"
     STATE_VERSION = 1
 
     def __init__(self, sandbox: Sandbox, llm: LLMClient, task: Task, config: BashAgentConfig) -> None:
@@ -94,35 +94,7 @@ class BashAgent:
         self.task = task
         self.config = config
         self.exit_status: ExitStatus | None = None
-        self._messages: list[Message] | None = None
-        self._turn = 0
-        self._format_errors = 0
-        self._pending: LLMRequest | None = None
-        self._context = ContextManager(config.context, llm)
-
-    def state(self) -> dict[str, Any]:
-        """The agent as it waits for its LLM: the pending request (its whole conversation), counters
-        and, with a context budget, its compaction state."""
-        context = self._context.state() if self.config.context is not None else None
-        return resumable.save_state(
-            "bash", self.STATE_VERSION, self._pending, self._turn, self._format_errors, context
-        )
-
-    def load_state(self, state: Mapping[str, Any]) -> None:
-        """Resume from ``state()`` on the next ``run()`` (before it starts)."""
-        saved = resumable.load_state("bash", self.STATE_VERSION, state)
-        self._messages = list(saved.messages)
-        self._turn = saved.turn
-        self._format_errors = saved.format_errors
-        self._context.load(saved.context, turn=saved.turn)
-
-    async def _ask(self, request: LLMRequest) -> LLMResponse:
-        """The LLM's reply to ``request``, kept pending meanwhile (a snapshot re-issues it)."""
-        self._pending = request
-        response = await self.llm(request)
-        self._pending = None
-        self._turn += 1
-        return response
+        self._init_conversation(llm, config.context)
 
     async def run(self) -> None:
         """Loop until submit, too many format errors, or the step limit. LLM and sandbox errors propagate."""

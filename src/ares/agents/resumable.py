@@ -1,20 +1,23 @@
 """The saved state of a conversational agent between two LLM calls (``StatefulAgent``).
 
-The bash and the tool-calling agent keep the same things: the pending request (which holds the whole
-conversation), two counters and the context manager's compaction state (absent in states saved
-before it existed, which load as never compacted). The request is stored in the OpenAI Chat wire
-form, which is lossless and plain JSON, so a state can be written anywhere a snapshot goes.
+The bash, tool-calling and terminal agents keep the same things (``ResumableConversation``): the
+pending request (which holds the whole conversation), two counters and the context manager's
+compaction state (absent in states saved before it existed, which load as never compacted). The
+request is stored in the OpenAI Chat wire form, which is lossless and plain JSON, so a state can be
+written anywhere a snapshot goes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
+from ares.agents.context import ContextConfig, ContextManager
 from ares.errors import AgentError
+from ares.llm.interceptor import LLMClient
 from ares.llm.openai_chat import request_from_openai, request_to_openai
-from ares.llm.types import LLMRequest, Message
+from ares.llm.types import LLMRequest, LLMResponse, Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,3 +63,44 @@ def load_state(agent: str, version: int, state: Mapping[str, Any]) -> Conversati
     if context is not None and not isinstance(context, Mapping):
         raise AgentError(f"a {agent} agent state's context must be an object, got {type(context).__name__}")
     return ConversationState(request.messages, int(state["turn"]), int(state["format_errors"]), context)
+
+
+class ResumableConversation:
+    """The conversation an agent keeps between steps, and its ``state()`` / ``load_state()``: an agent
+    loaded with a state re-issues the same pending request first, then goes on as the original would
+    have. Subclasses name themselves (``AGENT``, ``STATE_VERSION``) and send through ``_ask``."""
+
+    AGENT: ClassVar[str]
+    STATE_VERSION: ClassVar[int] = 1
+
+    def _init_conversation(self, llm: LLMClient, context: ContextConfig | None) -> None:
+        self.llm = llm
+        self._messages: list[Message] | None = None
+        self._turn = 0
+        self._format_errors = 0
+        self._pending: LLMRequest | None = None
+        self._context = ContextManager(context, llm)
+
+    def state(self) -> dict[str, Any]:
+        """The agent as it waits for its LLM: the pending request (its whole conversation), counters
+        and, with a context budget, its compaction state (JSON)."""
+        context = self._context.state() if self._context.config is not None else None
+        return save_state(
+            self.AGENT, self.STATE_VERSION, self._pending, self._turn, self._format_errors, context
+        )
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Resume from ``state()`` on the next ``run()`` (before it starts)."""
+        saved = load_state(self.AGENT, self.STATE_VERSION, state)
+        self._messages = list(saved.messages)
+        self._turn = saved.turn
+        self._format_errors = saved.format_errors
+        self._context.load(saved.context, turn=saved.turn)
+
+    async def _ask(self, request: LLMRequest) -> LLMResponse:
+        """The LLM's reply to ``request``, kept pending meanwhile (a snapshot re-issues it)."""
+        self._pending = request
+        response = await self.llm(request)
+        self._pending = None
+        self._turn += 1
+        return response

@@ -22,7 +22,7 @@ from typing import Any
 
 from ares.agents import resumable
 from ares.agents.bash import ExitStatus
-from ares.agents.context import ContextConfig, ContextManager
+from ares.agents.context import ContextConfig
 from ares.agents.file_tool import FILE_TOOL, FILE_TOOL_SCHEMA, FileTool, ToolCallError
 from ares.agents.rendering import command_output, compile_template, default_template, render
 from ares.llm.interceptor import LLMClient
@@ -114,13 +114,14 @@ class ToolAgentConfig:
             compile_template(source)  # a template syntax error surfaces here, not mid-episode
 
 
-class ToolAgent:
+class ToolAgent(resumable.ResumableConversation):
     """Drives one sandbox for one task through tool calls. ``exit_status`` says why ``run`` returned.
 
     ``state()`` / ``load_state()`` work as the bash agent's: the conversation and counters between two
     LLM calls, JSON-serializable; a loaded agent re-issues the same pending request first.
     """
 
+    AGENT = "tool"
     STATE_VERSION = 1
 
     def __init__(self, sandbox: Sandbox, llm: LLMClient, task: Task, config: ToolAgentConfig) -> None:
@@ -129,38 +130,10 @@ class ToolAgent:
         self.task = task
         self.config = config
         self.exit_status: ExitStatus | None = None
-        self._messages: list[Message] | None = None
-        self._turn = 0
-        self._format_errors = 0
-        self._pending: LLMRequest | None = None
-        self._context = ContextManager(config.context, llm)
+        self._init_conversation(llm, config.context)
         self._file_tool = FileTool(
             sandbox, task.workdir, task.command_timeout_s, config.max_output_chars, config.max_file_bytes
         )
-
-    def state(self) -> dict[str, Any]:
-        """The agent as it waits for its LLM: the pending request (its whole conversation), counters
-        and, with a context budget, its compaction state."""
-        context = self._context.state() if self.config.context is not None else None
-        return resumable.save_state(
-            "tool", self.STATE_VERSION, self._pending, self._turn, self._format_errors, context
-        )
-
-    def load_state(self, state: Mapping[str, Any]) -> None:
-        """Resume from ``state()`` on the next ``run()`` (before it starts)."""
-        saved = resumable.load_state("tool", self.STATE_VERSION, state)
-        self._messages = list(saved.messages)
-        self._turn = saved.turn
-        self._format_errors = saved.format_errors
-        self._context.load(saved.context, turn=saved.turn)
-
-    async def _ask(self, request: LLMRequest) -> LLMResponse:
-        """The LLM's reply to ``request``, kept pending meanwhile (a snapshot re-issues it)."""
-        self._pending = request
-        response = await self.llm(request)
-        self._pending = None
-        self._turn += 1
-        return response
 
     async def run(self) -> None:
         """Loop until submit, too many unusable replies or the step limit; LLM and sandbox errors raise."""

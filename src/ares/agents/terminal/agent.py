@@ -18,20 +18,18 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ares.agents import resumable
 from ares.agents.bash import ExitStatus
 from ares.agents.bash_parser import FormatError
-from ares.agents.context import ContextConfig, ContextManager
+from ares.agents.context import ContextConfig
 from ares.agents.rendering import compile_template, default_template, render, truncate_middle
 from ares.agents.terminal.action_format import TerminalActionFormat
 from ares.agents.terminal.keys import DEFAULT_DURATION_S, Command, parse_reply
 from ares.agents.terminal.tmux import TmuxSession
 from ares.llm.interceptor import LLMClient
-from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, assistant, user
+from ares.llm.types import LLMRequest, LLMResponse, SamplingParams, assistant, user
 from ares.sandbox.base import Sandbox
 from ares.tasks.model import Task
 
@@ -99,9 +97,10 @@ class TerminalAgentConfig:
             compile_template(source)  # a template syntax error surfaces here, not mid-episode
 
 
-class TerminalAgent:
+class TerminalAgent(resumable.ResumableConversation):
     """Drives one tmux session for one task. ``exit_status`` says why ``run`` returned."""
 
+    AGENT = "terminal"
     STATE_VERSION = 1
 
     def __init__(self, sandbox: Sandbox, llm: LLMClient, task: Task, config: TerminalAgentConfig) -> None:
@@ -118,38 +117,9 @@ class TerminalAgent:
             history_limit=config.history_limit,
         )
         self.max_duration_s = min(config.max_duration_s or task.command_timeout_s, task.command_timeout_s)
-        self._messages: list[Message] | None = None
-        self._turn = 0
-        self._format_errors = 0
-        self._pending: LLMRequest | None = None
-        self._context = ContextManager(config.context, llm)
+        self._init_conversation(llm, config.context)
         self._mark = 0  # history size at the last capture: the next shows the scrollback after it
         self._session_started = False
-
-    def state(self) -> dict[str, Any]:
-        """The agent as it waits for its LLM: the pending request, counters and compaction state.
-        The tmux session is not part of it (see the module doc)."""
-        context = self._context.state() if self.config.context is not None else None
-        return resumable.save_state(
-            "terminal", self.STATE_VERSION, self._pending, self._turn, self._format_errors, context
-        )
-
-    def load_state(self, state: Mapping[str, Any]) -> None:
-        """Resume from ``state()`` on the next ``run()``: the pending request is re-issued first, and
-        the session is started (with a note) when the next reply is to be typed."""
-        saved = resumable.load_state("terminal", self.STATE_VERSION, state)
-        self._messages = list(saved.messages)
-        self._turn = saved.turn
-        self._format_errors = saved.format_errors
-        self._context.load(saved.context, turn=saved.turn)
-
-    async def _ask(self, request: LLMRequest) -> LLMResponse:
-        """The LLM's reply to ``request``, kept pending meanwhile (a snapshot re-issues it)."""
-        self._pending = request
-        response = await self.llm(request)
-        self._pending = None
-        self._turn += 1
-        return response
 
     async def run(self) -> None:
         """Loop until task_complete, too many format errors, or the step limit. LLM and sandbox errors
