@@ -13,9 +13,9 @@ The workload is identical on both sides (as /work/shared/scripts/fair_bench.py d
     exactly what that verifier asks of a backend and no more. Upstream runs test.sh in the agent's
     container and cats reward.txt there (its double answers the cat with "1.0"). The project refuses
     to run tests where the agent ran unless asked (trust model), so its double declares
-    ``outputs-fork`` as the docker and cloud backends do: ``fork_outputs`` gives a fresh started
-    double, the tests are uploaded there, and the reward is downloaded to the host and read there
-    (the double's ``download`` writes "1.0" into reward.txt);
+    ``outputs-fork`` and ``archive`` as the docker and cloud backends do: ``fork_outputs`` gives a
+    fresh started double, the tests are uploaded there and run, and the host reads the reward from
+    the fork's archive of /logs/verifier (a prebuilt tar holding reward.txt = "1.0");
   * policy: one prebuilt response passed straight to step(); one prebuilt request; default GC.
 
 ``--envs 1``: whole episodes back to back on one env, resets timed. ``--envs K``: K envs, one asyncio
@@ -29,10 +29,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import io
 import json
 import os
 import pathlib
 import sys
+import tarfile
 import tempfile
 import time
 import tracemalloc
@@ -74,7 +76,9 @@ def upstream_side(root: pathlib.Path, turns: int) -> tuple[Callable[[], Any], An
         async def stop(self) -> None:
             return None
 
-        async def exec_run(self, command: str, *, workdir: Any = None, env: Any = None, timeout_s: Any = None) -> Any:
+        async def exec_run(
+            self, command: str, *, workdir: Any = None, env: Any = None, timeout_s: Any = None
+        ) -> Any:
             return reward if command == reward_cmd else ok
 
         async def upload_files(self, local_paths: Any, remote_paths: Any) -> None:
@@ -138,6 +142,7 @@ def project_side(turns: int) -> tuple[Callable[[], Any], Any, Callable[[Any], bo
     from dataclasses import dataclass
 
     from ares.envs.code_env import CodeEnvironment
+    from ares.errors import SandboxError
     from ares.llm.types import LLMRequest, LLMResponse, user
     from ares.sandbox.base import DiffSummary, ExecResult, FileMap, SandboxSpec
     from ares.sandbox.capabilities import Capability
@@ -147,6 +152,14 @@ def project_side(turns: int) -> tuple[Callable[[], Any], Any, Callable[[Any], bo
     request = LLMRequest(messages=(user("what next?"),))
     action = LLMResponse(content="echo hi")
     ok = ExecResult("", "", 0, False, 0.0)
+    logs = io.BytesIO()  # what docker's archive API returns for /logs/verifier after the tests
+    with tarfile.open(fileobj=logs, mode="w") as tar:
+        tar.addfile(tarfile.TarInfo("verifier"), None)
+        tar.getmember("verifier").type = tarfile.DIRTYPE
+        reward = tarfile.TarInfo("verifier/reward.txt")
+        reward.size = 4
+        tar.addfile(reward, io.BytesIO(b"1.0\n"))
+    logs_tar = logs.getvalue()
 
     @dataclass(frozen=True, slots=True)
     class Fork:
@@ -160,7 +173,8 @@ def project_side(turns: int) -> tuple[Callable[[], Any], Any, Callable[[Any], bo
         """Answers at once; the tests it "runs" leave reward.txt = 1.0 in /logs/verifier."""
 
         __slots__ = ("spec",)
-        capabilities = frozenset({Capability.OUTPUTS_FORK})
+        # A baseline revision without ``archive`` reads the logs through ``download`` instead.
+        capabilities = frozenset({Capability.OUTPUTS_FORK, *(c for c in Capability if c.value == "archive")})
 
         def __init__(self, spec: SandboxSpec) -> None:
             self.spec = spec
@@ -192,6 +206,11 @@ def project_side(turns: int) -> tuple[Callable[[], Any], Any, Callable[[Any], bo
 
         async def read_file(self, path: str) -> bytes:
             return b""
+
+        async def archive(self, path: str) -> bytes:
+            if path.rstrip("/") != "/logs/verifier":
+                raise SandboxError(f"cannot archive {path}: no such file or directory")
+            return logs_tar
 
         async def fork_outputs(self, outputs: Sequence[str] | None, *, fresh: Sequence[str] = ()) -> Fork:
             fork = MemorySandbox(self.spec)
@@ -245,7 +264,9 @@ def traced_bytes() -> int:
     return tracemalloc.get_traced_memory()[0] if tracemalloc.is_tracing() else 0
 
 
-async def single(make_env: Callable[[], Any], action: Any, is_last: Callable[[Any], bool], n: int) -> dict[str, Any]:
+async def single(
+    make_env: Callable[[], Any], action: Any, is_last: Callable[[Any], bool], n: int
+) -> dict[str, Any]:
     """One env, whole episodes back to back (resets timed), each ending with reward 1.0."""
     perf = time.perf_counter
     env = make_env()
@@ -301,7 +322,8 @@ async def many(
         await env.__aexit__(None, None, None)
     out: dict[str, Any] = {
         "envs": k, "steps": k * n, "episodes": episodes, "wall_s": wall,
-        "rss_kib_per_env_idle": round((rss1 - rss0) / k, 2), "rss_kib_per_env_end": round((rss2 - rss0) / k, 2),
+        "rss_kib_per_env_idle": round((rss1 - rss0) / k, 2),
+        "rss_kib_per_env_end": round((rss2 - rss0) / k, 2),
     }  # fmt: skip
     if tracemalloc.is_tracing():
         out["py_kib_per_env_idle"] = round((mem1 - mem0) / k / 1024, 2)

@@ -49,6 +49,9 @@ class Capability(enum.StrEnum):
     SNAPSHOT = "snapshot"
     #: A factory's ``from_snapshot``/``export_snapshot``/``import_snapshot``/``discard_snapshot``.
     RESTORE = "restore"
+    #: ``archive``: a tar of a sandbox path in memory, through the backend's own file API (docker's
+    #: archive API, a cloud sandbox's file read), so the verifier reads /logs/verifier with no host dir.
+    ARCHIVE = "archive"
     #: ``listen_loopback``: a host-owned socket on the sandbox's own loopback (how the LLM proxy reaches
     #: an agent inside while the sandbox's network stays off).
     LOOPBACK = "loopback"
@@ -64,6 +67,7 @@ METHODS: Mapping[Capability, tuple[str, ...]] = {
     Capability.SNAPSHOT: ("snapshot",),
     Capability.RESTORE: ("from_snapshot", "export_snapshot", "import_snapshot", "discard_snapshot"),
     Capability.LOOPBACK: ("listen_loopback",),
+    Capability.ARCHIVE: ("archive",),
 }
 
 NONE: frozenset[Capability] = frozenset()
@@ -181,6 +185,14 @@ class OutputsForkingSandbox(Protocol):
     async def fork_outputs(
         self, outputs: Sequence[str] | None, *, fresh: Sequence[str] = ()
     ) -> UploadFork: ...
+
+
+class ArchivingSandbox(Protocol):
+    """``Capability.ARCHIVE``: ``archive(path)`` is a tar of the file or directory ``path``, its members
+    named from ``path``'s base name (``/logs/verifier`` -> ``verifier/...``); links are members, never
+    followed. SandboxError when ``path`` does not exist."""
+
+    async def archive(self, path: str) -> bytes: ...
 
 
 class FreezableSandbox(Protocol):

@@ -18,6 +18,7 @@ from ares.images.identity import ImageIdentity
 from ares.sandbox.base import BindMount, ExecResult, FileMap, Sandbox, SandboxSpec, image_identity
 from ares.sandbox.capabilities import (
     NONE,
+    ArchivingSandbox,
     BoundFork,
     Capability,
     FreezableSandbox,
@@ -131,6 +132,9 @@ class ForwardingSandbox(StartStopContext, traced=()):
 
     async def snapshot(self) -> FilesystemSnapshot:
         return await self._capable(Capability.SNAPSHOT, SnapshottingSandbox).snapshot()
+
+    async def archive(self, path: str) -> bytes:
+        return await self._capable(Capability.ARCHIVE, ArchivingSandbox).archive(path)
 
     async def listen_loopback(self, port: int = 0) -> socket.socket:
         return await self._capable(Capability.LOOPBACK, LoopbackListener).listen_loopback(port)

@@ -20,6 +20,7 @@ from ares.sandbox.capabilities import check_declaration
 #: episode, so only a "full" trace has them.
 TRACED_OPS: dict[str, Literal["basic", "full"]] = {
     "start": "basic", "stop": "basic", "exec": "full", "upload": "full", "download": "full",
+    "archive": "full",
 }  # fmt: skip
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from ares.errors import SandboxError, VerifierError
 from ares.sandbox.base import BindMount, DiffSummary, ExecResult, Sandbox
 from ares.sandbox.capabilities import (
+    ArchivingSandbox,
     ArgvSandbox,
     Capability,
     HaltableSandbox,
@@ -47,6 +48,7 @@ from ares.tasks.reward_files import (
     parse_reward_json,
     parse_reward_txt,
     read_log_files,
+    read_logs_archive,
     read_rewards,
     reward_from,
 )
@@ -191,18 +193,36 @@ async def _verify_uploaded(
     output = await _run_tests(task, sandbox, argv)
     if supports(sandbox, Capability.HALT):
         await require(sandbox, Capability.HALT, HaltableSandbox).halt()
+    try:
+        rewards, files = await _fetch_logs(sandbox)
+    except VerifierError as exc:  # a reward file that is a link, a FIFO or too large
+        exc.evidence = Verdict(math.nan, {}, output, mode, LogFiles(), outside)
+        raise
+    return _verdict(task, rewards, files, output, mode, outside)
+
+
+#: Archives up to this size are parsed on the event loop (microseconds); larger ones in a thread.
+INLINE_ARCHIVE_BYTES = 256 * 1024
+
+
+async def _fetch_logs(sandbox: Sandbox) -> tuple[dict[str, str], LogFiles]:
+    """/logs/verifier's rewards and files: from the backend's in-memory archive where it declares
+    one (no host dir), else downloaded to a host temp dir and read there. Missing: nothing."""
+    if supports(sandbox, Capability.ARCHIVE):
+        try:
+            data = await require(sandbox, Capability.ARCHIVE, ArchivingSandbox).archive(LOGS_DIR)
+        except SandboxError:
+            return {}, LogFiles()
+        if len(data) <= INLINE_ARCHIVE_BYTES:
+            return read_logs_archive(data)
+        return await asyncio.to_thread(read_logs_archive, data)
     with tempfile.TemporaryDirectory(prefix="ares-verifier-") as tmp:
         local = Path(tmp) / "verifier"
         try:
             await sandbox.download(LOGS_DIR, local)
         except SandboxError:
             local.mkdir()
-        try:
-            rewards, files = await asyncio.to_thread(_read_logs, local)
-        except VerifierError as exc:  # a reward file that is a link, a FIFO or too large
-            exc.evidence = Verdict(math.nan, {}, output, mode, LogFiles(), outside)
-            raise
-    return _verdict(task, rewards, files, output, mode, outside)
+        return await asyncio.to_thread(_read_logs, local)
 
 
 def _verdict(

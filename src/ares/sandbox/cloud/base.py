@@ -58,7 +58,7 @@ class CloudSandbox(StartStopContext, ABC):
 
     #: Vendor name used in error messages.
     vendor: ClassVar[str]
-    capabilities = frozenset({Capability.OUTPUTS_FORK})
+    capabilities = frozenset({Capability.OUTPUTS_FORK, Capability.ARCHIVE})
 
     def __init__(self, spec: SandboxSpec | None, *, exec_grace_s: float) -> None:
         self.spec = spec or SandboxSpec()
@@ -202,20 +202,25 @@ class CloudSandbox(StartStopContext, ABC):
                 await self.exec(f"rm -f -- {quoted_tar}", cwd="/")
             raise SandboxError(f"upload to {dest} failed: {_detail(result)}")
 
-    async def download(self, src: str, dest: Path) -> None:
-        """Copy a sandbox file or directory to the host path ``dest``."""
-        path = PurePosixPath(src)
-        staged = _staging_path()
-        quoted_tar, parent, name = shlex.quote(staged), shlex.quote(str(path.parent)), shlex.quote(path.name)
+    async def archive(self, path: str) -> bytes:
+        """A tar of the sandbox file or directory ``path``, made inside and read through the file API."""
+        where, staged = PurePosixPath(path), _staging_path()
+        quoted_tar, parent = shlex.quote(staged), shlex.quote(str(where.parent))
+        name = shlex.quote(where.name)
         try:
             result = await self.exec(f"tar -cf {quoted_tar} -C {parent} {name}", cwd="/")
             if not result.ok:
-                raise SandboxError(f"download of {src} failed: {_detail(result)}")
-            archive = await self._read_file(staged)
+                raise SandboxError(f"download of {path} failed: {_detail(result)}")
+            return await self._read_file(staged)
         finally:
             if self._running:
                 with suppress_and_log(f"removing {staged} from the {self.vendor} sandbox"):
                     await self.exec(f"rm -f -- {quoted_tar}", cwd="/")
+
+    async def download(self, src: str, dest: Path) -> None:
+        """Copy a sandbox file or directory to the host path ``dest``."""
+        path = PurePosixPath(src)
+        archive = await self.archive(src)
         staging = dest.parent / f".{dest.name}.ares-download"
         try:
             await asyncio.to_thread(extract_tar, archive, staging)

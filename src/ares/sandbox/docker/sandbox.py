@@ -125,7 +125,7 @@ class DockerSandbox(StartStopContext):
     #: are restored by ``DockerSandboxFactory``.
     capabilities = frozenset({
         Capability.OUTPUTS_FORK, Capability.FULL_FORK, Capability.FROZEN_FORK, Capability.HALT,
-        Capability.SNAPSHOT, Capability.LOOPBACK, Capability.VERIFIER_FORK,
+        Capability.SNAPSHOT, Capability.LOOPBACK, Capability.VERIFIER_FORK, Capability.ARCHIVE,
     })  # fmt: skip
 
     def __init__(
@@ -630,6 +630,10 @@ class DockerSandbox(StartStopContext):
 
     async def read_file(self, path: str) -> bytes:
         return await transfer.read_file(self._get_archive, path)
+
+    async def archive(self, path: str) -> bytes:
+        """The archive API's tar of ``path``, unextracted (the verifier reads its logs from it)."""
+        return (await self._get_archive(path, "archive"))[0]
 
     async def _get_archive(self, path: str, what: str) -> tuple[bytes, str]:
         container = self._require_container()  # the archive API works on a halted container too
