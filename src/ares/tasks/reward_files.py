@@ -8,14 +8,12 @@ malformed or not finite is an error, never a silent 0.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
 import stat
-import tarfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ares.errors import VerifierError
 
@@ -136,70 +134,6 @@ def _walk(top: Path, prefix: str = "", budget: list[int] | None = None) -> list[
         else:
             out.append((rel, "symlink" if stat.S_ISLNK(mode) else "special file"))
     return out
-
-
-def read_logs_archive(data: bytes) -> tuple[dict[str, str], LogFiles]:
-    """``read_rewards`` and ``read_log_files`` over a tar of /logs/verifier held in memory (what a
-    backend's ``archive`` returns: members named ``verifier/...``), by the same rules: links and
-    special files are never read (a reward file that is one is an error), every size is bounded,
-    the files come in the same sorted order. No host directory, no thread: the bytes are here."""
-    try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
-            entries = _archive_entries(tar)
-    except tarfile.TarError as exc:
-        raise VerifierError(f"{LOGS_DIR} came back as a malformed archive: {exc}") from exc
-    rewards: dict[str, str] = {}
-    for name in REWARD_FILES:
-        kind, content, size = entries.get((name,), (None, b"", 0))
-        if kind is None:
-            continue
-        if kind != "file":
-            raise VerifierError(f"{LOGS_DIR}/{name} is not a regular file")
-        if size > MAX_REWARD_BYTES:
-            raise VerifierError(f"{LOGS_DIR}/{name} is over {MAX_REWARD_BYTES} bytes; a reward is one number")
-        rewards[name] = content.decode("utf-8", "replace")
-    files: dict[str, str] = {}
-    skipped: list[str] = []
-    total = 0
-    for parts in sorted(entries)[: 4 * MAX_FILES]:
-        kind, content, size = entries[parts]
-        rel = "/".join(parts)
-        if kind == "dir":
-            continue
-        if kind != "file" or len(files) >= MAX_FILES or total >= MAX_TOTAL_BYTES:
-            skipped.append(rel if kind == "file" else f"{rel} ({kind})")
-            continue
-        kept = _bounded(content, size, min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - total))
-        total += len(kept)
-        files[rel] = kept.decode("utf-8", "replace")
-    return rewards, LogFiles(files, tuple(skipped))
-
-
-def _archive_entries(tar: tarfile.TarFile) -> dict[tuple[str, ...], tuple[str, bytes, int]]:
-    """Path parts below the archive's top dir -> (kind, content of a regular file, its size)."""
-    entries: dict[tuple[str, ...], tuple[str, bytes, int]] = {}
-    for member in tar:
-        parts = PurePosixPath(member.name).parts[1:]  # below "verifier/"
-        if not parts or ".." in parts or len(entries) > 16 * MAX_FILES:
-            continue
-        if member.isdir():
-            entries[parts] = ("dir", b"", 0)
-        elif member.isfile() or member.islnk():  # a hard link is a regular file with another name
-            handle = tar.extractfile(member)
-            content = handle.read() if handle is not None else b""
-            entries[parts] = ("file", content, len(content))
-        else:
-            entries[parts] = ("symlink" if member.issym() else "special file", b"", 0)
-    return entries
-
-
-def _bounded(content: bytes, size: int, limit: int) -> bytes:
-    """``content`` whole, or its head and tail with a marker when it is longer than ``limit``."""
-    if size <= limit:
-        return content
-    half = limit // 2
-    omitted = f"\n[ares: {size - 2 * half} bytes of this file omitted]\n".encode()
-    return content[:half] + omitted + content[size - half :]
 
 
 def _read_regular(path: Path, limit: int, missing_ok: bool = False) -> bytes | None:

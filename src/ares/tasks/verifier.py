@@ -42,13 +42,13 @@ from ares.sandbox.capabilities import (
 from ares.sandbox.files import write_files
 from ares.sandbox.trusted_shell import SHELL_DIR
 from ares.tasks.model import Task
+from ares.tasks.reward_archive import read_logs_archive
 from ares.tasks.reward_files import (
     LOGS_DIR,
     LogFiles,
     parse_reward_json,
     parse_reward_txt,
     read_log_files,
-    read_logs_archive,
     read_rewards,
     reward_from,
 )
