@@ -14,6 +14,15 @@ Targets: >= 50,000 steps/s for one env, >= 30,000 aggregate at 1,000 envs, <= 10
 
     .venv/bin/python bench/env_throughput.py [--single-steps 100000] [--episode-steps 10000]
         [--envs 1000] [--concurrent-steps 200] [--concurrent-episodes 2] [--repeat 3]
+
+``--fair``: the side-by-side comparison with upstream ARES 0.1.0 instead (``fair_env.py``: the same
+agent, sandbox double and reward path through both frameworks' public reset/step): 5/50/500-step
+episodes on one env, 5/50-step episodes on 100 and 1,000 envs, Python memory per env at 100 and
+1,000 envs; each figure in a fresh process, the frameworks alternating, ``--rounds`` rounds. One
+JSON line per figure, then one with the ratios (project / upstream, medians of the rounds):
+
+    .venv/bin/python bench/env_throughput.py --fair [--upstream-python /tmp/upstream/bin/python]
+        [--rounds 2] [--fair-steps 40000]
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import argparse
 import asyncio
 import gc
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -322,6 +332,49 @@ def run_phase(args: argparse.Namespace) -> dict[str, Any]:
 
 
 PHASES = ("single", "concurrent", "concurrent_frozen", "memory")
+FAIR = Path(__file__).with_name("fair_env.py")
+#: (envs, steps per episode) of the fair comparison's throughput figures.
+FAIR_FIGURES = ((1, 5), (1, 50), (1, 500), (100, 5), (100, 50), (1000, 5), (1000, 50))
+FAIR_MEMORY_ENVS = (100, 1000)
+
+
+def fair_figure(python: str, fw: str, argv: list[str]) -> dict[str, Any]:
+    """One figure from a fresh ``python`` running fair_env.py; printed as it comes."""
+    argv = [python, str(FAIR), f"--fw={fw}", *argv]
+    proc = subprocess.run(argv, check=True, capture_output=True, text=True)
+    figure = json.loads(proc.stdout)
+    print(json.dumps(figure), flush=True)
+    return figure
+
+
+def run_fair(args: argparse.Namespace) -> None:
+    """Both frameworks, figure by figure, alternating fresh processes over ``args.rounds`` rounds."""
+    pythons = {"upstream": args.upstream_python, "project": sys.executable}
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for _ in range(args.rounds):
+        for envs, turns in FAIR_FIGURES:
+            steps = args.fair_steps if envs == 1 else max(2 * turns, args.fair_steps // envs)
+            for fw in ("upstream", "project"):
+                argv = [f"--envs={envs}", f"--turns={turns}", f"--steps={steps}"]
+                runs.setdefault((f"{envs} env(s), {turns}-step episodes", fw), []).append(
+                    fair_figure(pythons[fw], fw, argv)
+                )
+        for envs in FAIR_MEMORY_ENVS:
+            for fw in ("upstream", "project"):
+                argv = [f"--envs={envs}", "--turns=5", "--steps=20", "--tracemalloc"]
+                runs.setdefault((f"{envs} envs, memory", fw), []).append(fair_figure(pythons[fw], fw, argv))
+    summary: dict[str, Any] = {}
+    for (name, fw), figures in runs.items():
+        if name.endswith("memory"):
+            keys = ("py_kib_per_env_idle", "py_kib_per_env_end", "rss_kib_per_env_end")
+            summary.setdefault(name, {})[fw] = {k: statistics.median(f[k] for f in figures) for k in keys}
+        else:
+            summary.setdefault(name, {})[fw] = [f["steps_per_s"] for f in figures]
+    for name, by_fw in summary.items():
+        if not name.endswith("memory"):
+            ratio = statistics.median(by_fw["project"]) / statistics.median(by_fw["upstream"])
+            by_fw["ratio"] = round(ratio, 2)
+    print(json.dumps({"bench": "env_throughput --fair", "machine": machine_info(), "figures": summary}))
 
 
 def main() -> None:
@@ -333,7 +386,16 @@ def main() -> None:
     parser.add_argument("--concurrent-episodes", type=int, default=2, help="episodes per env at N envs")
     parser.add_argument("--repeat", type=int, default=3, help="runs per throughput phase; best is kept")
     parser.add_argument("--phase", choices=PHASES, help="run one phase in this process (internal)")
+    parser.add_argument("--fair", action="store_true", help="the side-by-side comparison with upstream")
+    parser.add_argument("--upstream-python", default="/tmp/upstream/bin/python", help="its interpreter")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of the fair comparison")
+    parser.add_argument("--fair-steps", type=int, default=40_000, help="steps per fair figure (all envs)")
     args = parser.parse_args()
+    if args.fair:
+        if not Path(args.upstream_python).exists():
+            parser.error(f"no upstream interpreter at {args.upstream_python} (see --upstream-python)")
+        run_fair(args)
+        return
     if args.phase:
         print(json.dumps(run_phase(args)))
         return
