@@ -96,7 +96,8 @@ class CodeEnvironment:
         self._agent_factory = agent_factory
         self._sandbox_factory = sandbox_factory
         self._closing = tuple(closing)
-        self._rng = random.Random(seed)
+        self._seed = seed
+        self._rng: random.Random | None = None  # made on first use: its state is 2.5 KiB per env
         self.episode: Episode | None = None
         self.task: Task | None = None
         self._sandbox: Sandbox | None = None
@@ -223,7 +224,10 @@ class CodeEnvironment:
             except AgentFinished as exc:
                 turn.set("agent_finished", True)
                 finished = exc
-        raise finished
+        try:
+            raise finished
+        finally:
+            del finished  # this frame holding the exception that holds this frame: a cycle
 
     async def abort(self, error: BaseException | None = None) -> None:
         """End the active episode now: ``errored`` with ``error`` (the policy failed or timed out),
@@ -259,7 +263,7 @@ class CodeEnvironment:
         return EnvironmentSnapshot(
             task=task, seed=episode.seed, step=episode.steps, episode_id=episode.id,
             observation=self._observation, agent_state=agent_state, filesystem=filesystem,
-            rng_state=self._rng.getstate(), episode=episode.to_dict(),
+            rng_state=self._random().getstate(), episode=episode.to_dict(),
             agent_time_s=self._clock.agent_time_s,
             factory=_restoring(factory),
         )  # fmt: skip
@@ -277,7 +281,7 @@ class CodeEnvironment:
         self.episode, self.task = episode, task
         self._active, self._time_limited = True, False
         if snapshot.rng_state is not None:
-            self._rng.setstate(snapshot.rng_state)
+            self._random().setstate(snapshot.rng_state)
         try:
             request = await self._start(task, resume=snapshot)
             if request != snapshot.observation:
@@ -344,11 +348,17 @@ class CodeEnvironment:
         await self.close()
 
     # ------------------------------------------------------------------ internals
+    def _random(self) -> random.Random:
+        """The task sampler, seeded with the constructor's ``seed``."""
+        if self._rng is None:
+            self._rng = random.Random(self._seed)
+        return self._rng
+
     def _select(self, task: TaskSelector | None, seed: int | None) -> Task:
         if seed is not None:
-            self._rng.seed(seed)
-        if task is None:
-            return self._rng.choice(self.tasks)
+            self._random().seed(seed)
+        if task is None:  # one task: nothing to draw (the sampler is made when there is a choice)
+            return self.tasks[0] if len(self.tasks) == 1 else self._random().choice(self.tasks)
         if isinstance(task, Task):
             return task
         if isinstance(task, int):

@@ -9,7 +9,7 @@ this hand-off is the hot path of every environment step.
 from __future__ import annotations
 
 import asyncio
-from typing import Protocol
+from typing import Protocol, cast
 
 from ares.errors import EnvironmentStateError
 from ares.llm.types import LLMRequest, LLMResponse
@@ -23,6 +23,12 @@ class LLMClient(Protocol):
 
 class AgentFinished(Exception):
     """Raised by ``next_event`` when the agent task ended instead of asking the LLM again."""
+
+
+#: What the request waiter holds once the agent task ended: a plain result, so that no future holds
+#: an exception whose traceback holds the frames that hold the future (a cycle per episode, left
+#: for the garbage collector with everything the episode's frames reference).
+_FINISHED: LLMRequest = cast(LLMRequest, object())
 
 
 class InterceptedLLMClient:
@@ -78,6 +84,8 @@ class InterceptedLLMClient:
             if waiter.cancelled() and not self._closed:
                 self._request_waiter = self._loop.create_future()
             raise
+        if request is _FINISHED:
+            raise AgentFinished()
         self._request_waiter = self._loop.create_future()
         return request
 
@@ -86,11 +94,11 @@ class InterceptedLLMClient:
             return
         waiter = self._request_waiter
         if waiter.done():
-            if waiter.cancelled() or waiter.exception() is not None:
+            if waiter.cancelled() or waiter.result() is _FINISHED:
                 return
             # The agent asked and then died before the request was read: that request is stale.
             waiter = self._request_waiter = self._loop.create_future()
-        waiter.set_exception(AgentFinished())
+        waiter.set_result(_FINISHED)
 
     def respond(self, response: LLMResponse) -> None:
         """Deliver the policy's response to the agent waiting on its request."""
@@ -107,5 +115,3 @@ class InterceptedLLMClient:
         waiter = self._request_waiter
         if not waiter.done():
             waiter.cancel()
-        elif not waiter.cancelled():
-            waiter.exception()  # an AgentFinished no one will read now: mark it seen (no GC warning)
