@@ -67,9 +67,10 @@ def test_what_each_backend_declares() -> None:
     assert LocalSandbox.capabilities == {C.VERIFIER_FORK, C.FROZEN_FORK, C.SNAPSHOT, C.RESTORE, C.LOOPBACK}
     assert DockerSandbox.capabilities == {
         C.OUTPUTS_FORK, C.FULL_FORK, C.FROZEN_FORK, C.HALT, C.SNAPSHOT, C.LOOPBACK, C.VERIFIER_FORK,
+        C.ARCHIVE,
     }  # fmt: skip
     assert DockerSandboxFactory.capabilities == {C.RESTORE}
-    assert CloudSandbox.capabilities == {C.OUTPUTS_FORK}
+    assert CloudSandbox.capabilities == {C.OUTPUTS_FORK, C.ARCHIVE}
 
 
 def test_a_class_that_declares_a_capability_without_its_methods_is_refused() -> None:
