@@ -22,7 +22,7 @@ episodes on one env, 5/50-step episodes on 100 and 1,000 envs, Python memory per
 JSON line per figure, then one with the ratios (project / upstream, medians of the rounds):
 
     .venv/bin/python bench/env_throughput.py --fair [--upstream-python /tmp/upstream/bin/python]
-        [--rounds 2] [--fair-steps 40000]
+        [--rounds 2] [--fair-steps 40000] [--baseline-src DIR]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -338,31 +339,40 @@ FAIR_FIGURES = ((1, 5), (1, 50), (1, 500), (100, 5), (100, 50), (1000, 5), (1000
 FAIR_MEMORY_ENVS = (100, 1000)
 
 
-def fair_figure(python: str, fw: str, argv: list[str]) -> dict[str, Any]:
-    """One figure from a fresh ``python`` running fair_env.py; printed as it comes."""
-    argv = [python, str(FAIR), f"--fw={fw}", *argv]
-    proc = subprocess.run(argv, check=True, capture_output=True, text=True)
+def fair_figure(python: str, fw: str, argv: list[str], src: str | None = None) -> dict[str, Any]:
+    """One figure from a fresh ``python`` running fair_env.py (the project from ``src`` when given);
+    printed as it comes."""
+    env = {**os.environ, "PYTHONPATH": src} if src else None
+    fw_arg = "project" if fw == "baseline" else fw
+    proc = subprocess.run(
+        [python, str(FAIR), f"--fw={fw_arg}", *argv], check=True, capture_output=True, text=True, env=env
+    )
     figure = json.loads(proc.stdout)
+    figure["fw"] = fw
     print(json.dumps(figure), flush=True)
     return figure
 
 
 def run_fair(args: argparse.Namespace) -> None:
     """Both frameworks, figure by figure, alternating fresh processes over ``args.rounds`` rounds."""
-    pythons = {"upstream": args.upstream_python, "project": sys.executable}
+    pythons = {"upstream": args.upstream_python, "project": sys.executable, "baseline": sys.executable}
+    srcs = {"baseline": args.baseline_src}
+    sides = ("upstream", "baseline", "project") if args.baseline_src else ("upstream", "project")
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for _ in range(args.rounds):
         for envs, turns in FAIR_FIGURES:
             steps = args.fair_steps if envs == 1 else max(2 * turns, args.fair_steps // envs)
-            for fw in ("upstream", "project"):
+            for fw in sides:
                 argv = [f"--envs={envs}", f"--turns={turns}", f"--steps={steps}"]
                 runs.setdefault((f"{envs} env(s), {turns}-step episodes", fw), []).append(
-                    fair_figure(pythons[fw], fw, argv)
+                    fair_figure(pythons[fw], fw, argv, srcs.get(fw))
                 )
         for envs in FAIR_MEMORY_ENVS:
-            for fw in ("upstream", "project"):
+            for fw in sides:
                 argv = [f"--envs={envs}", "--turns=5", "--steps=20", "--tracemalloc"]
-                runs.setdefault((f"{envs} envs, memory", fw), []).append(fair_figure(pythons[fw], fw, argv))
+                runs.setdefault((f"{envs} envs, memory", fw), []).append(
+                    fair_figure(pythons[fw], fw, argv, srcs.get(fw))
+                )
     summary: dict[str, Any] = {}
     for (name, fw), figures in runs.items():
         if name.endswith("memory"):
@@ -372,8 +382,10 @@ def run_fair(args: argparse.Namespace) -> None:
             summary.setdefault(name, {})[fw] = [f["steps_per_s"] for f in figures]
     for name, by_fw in summary.items():
         if not name.endswith("memory"):
-            ratio = statistics.median(by_fw["project"]) / statistics.median(by_fw["upstream"])
-            by_fw["ratio"] = round(ratio, 2)
+            for fw in ("baseline", "project"):
+                if fw in by_fw:
+                    ratio = statistics.median(by_fw[fw]) / statistics.median(by_fw["upstream"])
+                    by_fw[f"ratio_{fw}"] = round(ratio, 2)
     print(json.dumps({"bench": "env_throughput --fair", "machine": machine_info(), "figures": summary}))
 
 
@@ -390,6 +402,9 @@ def main() -> None:
     parser.add_argument("--upstream-python", default="/tmp/upstream/bin/python", help="its interpreter")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of the fair comparison")
     parser.add_argument("--fair-steps", type=int, default=40_000, help="steps per fair figure (all envs)")
+    parser.add_argument(
+        "--baseline-src", help="also the project from this src/ dir (`git archive main src`), as 'baseline'"
+    )
     args = parser.parse_args()
     if args.fair:
         if not Path(args.upstream_python).exists():

@@ -38,12 +38,13 @@ class CommandRecord:
         return data
 
 
-class CommandLog(ForwardingSandbox):
+class CommandLog(ForwardingSandbox, traced=()):
     """The agent's view of ``sandbox``: ``exec`` also logs the command and counts limit hits.
 
     It passes on only what an agent may use: a loopback listener (for an agent inside that calls the
     LLM proxy). The verifier's forks, halts and snapshots stay with the environment, which holds the
-    real sandbox."""
+    real sandbox. Not traced: the sandbox behind it traces each command once (a second span and
+    wrapper per command would cost every step for nothing)."""
 
     passes = frozenset({Capability.LOOPBACK})
 
