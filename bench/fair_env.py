@@ -301,6 +301,8 @@ async def many(
     await asyncio.gather(*(env.reset() for env in envs))
     gc.collect()
     rss1, mem1 = rss_kib(), traced_bytes()
+    if tracemalloc.is_tracing():
+        tracemalloc.reset_peak()
     episodes = 0
 
     async def worker(env: Any) -> None:
@@ -316,6 +318,7 @@ async def many(
     t0 = time.perf_counter()
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - t0
+    peak = tracemalloc.get_traced_memory()[1] if tracemalloc.is_tracing() else 0
     gc.collect()
     rss2, mem2 = rss_kib(), traced_bytes()
     for env in envs:
@@ -328,6 +331,7 @@ async def many(
     if tracemalloc.is_tracing():
         out["py_kib_per_env_idle"] = round((mem1 - mem0) / k / 1024, 2)
         out["py_kib_per_env_end"] = round((mem2 - mem0) / k / 1024, 2)
+        out["py_kib_per_env_peak"] = round((peak - mem0) / k / 1024, 2)
     return out
 
 
