@@ -30,14 +30,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import io
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 import tracemalloc
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -48,7 +51,9 @@ from ares.envs.code_env import CodeEnvironment
 from ares.llm.interceptor import LLMClient
 from ares.llm.types import LLMRequest, LLMResponse, user
 from ares.policies.scripted import ReplayPolicy
-from ares.sandbox.base import ExecResult, FileMap, SandboxSpec
+from ares.sandbox.base import DiffSummary, ExecResult, FileMap, SandboxSpec
+from ares.sandbox.capabilities import Capability
+from ares.sandbox.lifecycle import StartStopContext
 from ares.tasks.model import Task
 
 REQUEST = LLMRequest(messages=(user("what next?"),), system_prompt="you are a benchmark")
@@ -58,10 +63,37 @@ _MISSING = ExecResult("", "cat: no such file", 1, False, 0.0)
 _REWARD = ExecResult("1.0\n", "", 0, False, 0.0)
 
 
-class MemorySandbox:
-    """A Sandbox double that answers at once and says the verifier wrote reward.txt = 1.0."""
+def _logs_archive() -> bytes:
+    """What docker's archive API returns for /logs/verifier once the tests wrote reward.txt = 1.0."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        top = tarfile.TarInfo("verifier")
+        top.type = tarfile.DIRTYPE
+        tar.addfile(top)
+        reward = tarfile.TarInfo("verifier/reward.txt")
+        reward.size = 4
+        tar.addfile(reward, io.BytesIO(b"1.0\n"))
+    return out.getvalue()
 
-    __slots__ = ("spec",)
+
+LOGS_ARCHIVE = _logs_archive()
+
+
+@dataclass(frozen=True, slots=True)
+class _Fork:
+    sandbox: MemorySandbox
+    outside: DiffSummary | None = None
+
+    def shell_argv(self, *args: str) -> list[str] | None:
+        return None
+
+
+class MemorySandbox(StartStopContext):
+    """A Sandbox double that answers at once and says the verifier wrote reward.txt = 1.0. It
+    declares what the verifier needs of a backend without host binds (as docker and cloud): a fresh
+    fork for the tests and an archive of /logs/verifier."""
+
+    capabilities = frozenset({Capability.OUTPUTS_FORK, Capability.ARCHIVE})
 
     def __init__(self, spec: SandboxSpec) -> None:
         self.spec = spec
@@ -95,6 +127,12 @@ class MemorySandbox:
 
     async def read_file(self, path: str) -> bytes:
         return b"1.0\n"
+
+    async def archive(self, path: str) -> bytes:
+        return LOGS_ARCHIVE
+
+    async def fork_outputs(self, outputs: Sequence[str] | None, *, fresh: Sequence[str] = ()) -> _Fork:
+        return _Fork(MemorySandbox(self.spec))
 
     async def __aenter__(self) -> Self:
         return self
