@@ -49,6 +49,7 @@ from ares.sandbox.local import (
     janitor,
     limits,
     loopback,
+    prelaunch,
     seccomp,
     shells,
     startup,
@@ -127,6 +128,7 @@ class LocalSandbox(StartStopContext):
         self._remove_files = tuple(remove_files)
         self._dir: Path | None = None
         self._proc: zygote.InitProcess | None = None
+        self._init_log: Path | None = None  # outside the sandbox dir for a pre-launched init
         self._ctl: InitChannel | None = None
         self._pids: list[int] = []
         self._shell = "/bin/sh"
@@ -210,14 +212,20 @@ class LocalSandbox(StartStopContext):
             await self.stop()
             raise
         self._prepare_upper()
+        waiting: prelaunch.Prelaunched | None = None
         try:
             if userns.root_mapped():
                 self._ids = await asyncio.to_thread(userns.allocate)
             if self._limits is not None:
-                await asyncio.to_thread(self._limits.setup, self._dir)
+                # An init already in cgroups of its own, if one waits: its cgroups get these limits.
+                waiting = prelaunch.take() if self._limits.mode == "auto" else None
+                prepared = None if waiting is None else waiting.cgroups
+                await asyncio.to_thread(self._limits.setup, self._dir, prepared)
             self._limits_report = self._limits.report if self._limits is not None else LimitsReport()
-            await asyncio.wait_for(self._launch(program), START_TIMEOUT_S)
+            await asyncio.wait_for(self._launch(program, waiting), START_TIMEOUT_S)
         except BaseException as exc:
+            if waiting is not None and self._proc is None:  # taken but never launched
+                await asyncio.to_thread(waiting.discard)
             await self.stop()
             if isinstance(exc, TimeoutError):
                 raise SandboxError(f"the sandbox did not start within {START_TIMEOUT_S:.0f}s") from exc
@@ -250,10 +258,18 @@ class LocalSandbox(StartStopContext):
                 raise SandboxCrashedError(self._state.why_not_running()) from exc
             raise
 
-    async def _launch(self, program: bytes | None) -> None:
+    async def _launch(self, program: bytes | None, waiting: prelaunch.Prelaunched | None = None) -> None:
+        """Start an init (or adopt the pre-launched ``waiting``) and configure it."""
         assert self._dir is not None
-        # Forked by this process's zygote (or spawned directly when it cannot be used).
-        sock, self._proc = await zygote.start_init(self._dir / "init.log")
+        old_log = self._init_log
+        if old_log is not None and old_log.parent != self._dir:  # restarting after a snapshot
+            await asyncio.to_thread(janitor.remove_tree, old_log.parent)
+        if waiting is None:
+            # Forked by this process's zygote (or spawned directly when it cannot be used).
+            self._init_log = self._dir / "init.log"
+            sock, self._proc = await zygote.start_init(self._init_log)
+        else:
+            sock, self._proc, self._init_log = waiting.sock, waiting.proc, waiting.log
         self._ctl = InitChannel(sock)
         self._state.launched()
         self._pids = [self._proc.pid]
@@ -273,7 +289,8 @@ class LocalSandbox(StartStopContext):
     async def _configure(self, program: bytes | None, attached: asyncio.Future[None]) -> None:
         """The start-up dialogue with the init (see _init.py's protocol and startup.py)."""
         assert self._dir is not None and self._proc is not None and self._ctl is not None
-        dialogue = startup.InitDialogue(self._ctl, self._send, self._dir)
+        assert self._init_log is not None
+        dialogue = startup.InitDialogue(self._ctl, self._send, self._init_log)
         config = startup.InitConfig(
             self._dir,
             self.plan,
@@ -316,6 +333,9 @@ class LocalSandbox(StartStopContext):
         path, self._dir = self._dir, None
         if path is not None:
             await asyncio.to_thread(janitor.remove_tree, path)
+        log, self._init_log = self._init_log, None
+        if log is not None and log.parent != path:  # a pre-launched init's log dir
+            await asyncio.to_thread(janitor.remove_tree, log.parent)
         held = self._stack.reset()  # a later start() begins from the image (or its snapshot)
         if held:
             await asyncio.to_thread(local_snapshot.release, held, self._stack.owner)
