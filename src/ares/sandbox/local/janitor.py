@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 _lock = threading.Lock()
 _live: dict[str, tuple[list[int], Path, Callable[[], None] | None]] = {}
 _installed = False
+_signal_installed = False
 
 
 def state_root() -> Path:
@@ -156,12 +157,15 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _install_handlers() -> None:
-    global _installed
-    if _installed:
+    """atexit once; the SIGTERM handler once a registration comes from the main thread (a first one
+    from another thread, e.g. ``prelaunch``'s, must not leave SIGTERM without it)."""
+    global _installed, _signal_installed
+    if not _installed:
+        _installed = True
+        atexit.register(kill_all)
+    if _signal_installed or threading.current_thread() is not threading.main_thread():
         return
-    _installed = True
-    atexit.register(kill_all)
-    if threading.current_thread() is threading.main_thread():
-        with contextlib.suppress(ValueError):
-            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-                signal.signal(signal.SIGTERM, _on_sigterm)
+    _signal_installed = True
+    with contextlib.suppress(ValueError):
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _on_sigterm)

@@ -73,7 +73,7 @@ _filling = False
 def take() -> Prelaunched | None:
     """A waiting init for a sandbox that is starting (None: none is ready; start one directly).
     Whatever it took is refilled in the background."""
-    if size() == 0:
+    if size() == 0 or not zygote.enabled():  # a direct spawn was asked for: never a zygote's child
         return None
     found = None
     stale: list[Prelaunched] = []

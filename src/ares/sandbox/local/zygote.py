@@ -53,11 +53,16 @@ class InitProcess(Protocol):
 
 async def start_init(log_path: Path) -> tuple[socket.socket, InitProcess]:
     """Start an init writing to ``log_path``; returns the host end of its control socket (non-blocking)."""
-    if os.environ.get(ENV_SWITCH, "1") != "0" and _failures < MAX_FAILURES:
+    if enabled():
         started = await _from_zygote(log_path)
         if started is not None:
             return started
     return await _spawn_direct(log_path)
+
+
+def enabled() -> bool:
+    """Whether inits come from the zygote ($ARES_SANDBOX_ZYGOTE is not 0 and it has not failed)."""
+    return os.environ.get(ENV_SWITCH, "1") != "0" and _failures < MAX_FAILURES
 
 
 def current_pid() -> int | None:
@@ -193,7 +198,7 @@ def start_init_blocking(log_path: Path, timeout_s: float = 10.0) -> tuple[socket
     """``start_init`` for a plain thread (never an event loop's, never the keeper): an init forked
     by the zygote, or None when the zygote is off or could not provide one (no direct spawn: the
     caller only prepares ahead of time and may as well do nothing)."""
-    if os.environ.get(ENV_SWITCH, "1") == "0" or _failures >= MAX_FAILURES:
+    if not enabled():
         return None
     host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     reply, reply_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
