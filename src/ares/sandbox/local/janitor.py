@@ -29,7 +29,7 @@ from ares.sandbox.local import cgroups, limits
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_live: dict[str, tuple[list[int], Path, Callable[[], None] | None]] = {}
+_live: dict[str, tuple[list[int], Path | None, Callable[[], None] | None]] = {}
 _installed = False
 _signal_installed = False
 
@@ -99,8 +99,10 @@ def sweep_stale(root: Path) -> list[str]:
     return failures
 
 
-def register(sandbox_id: str, pids: list[int], path: Path, release: Callable[[], None] | None = None) -> None:
-    """``release`` undoes the sandbox's limits once its processes are dead, before its dir goes."""
+def register(
+    sandbox_id: str, pids: list[int], path: Path | None, release: Callable[[], None] | None = None
+) -> None:
+    """``release`` undoes the sandbox's limits once its processes are dead, before its dir (if any) goes."""
     _install_handlers()
     with _lock:
         _live[sandbox_id] = (pids, path, release)
@@ -125,7 +127,8 @@ def kill_all() -> None:
         if release is not None:
             with contextlib.suppress(Exception):
                 release()
-        remove_tree(path)
+        if path is not None:
+            remove_tree(path)
 
 
 def _wait_gone(pid: int, timeout_s: float = 5.0) -> None:

@@ -8,7 +8,8 @@ episode (the agent's sandbox and the verifier's). A background thread keeps up t
 attached to a fresh set of empty memory/pids cgroups. ``take()`` hands one to a starting sandbox,
 whose limits then write their settings into exactly those cgroups before the init forks pid 1, as
 for an init attached on the spot: the init has not unshared, mounted or been told anything yet,
-so nothing of a sandbox exists until a sandbox adopts it.
+so nothing of a sandbox exists until a sandbox adopts it. Its output goes to an anonymous file
+(a memfd) that the adopting sandbox quotes if the start fails; a waiting init leaves no file behind.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ares.core.rmtree import remove_tree
-from ares.sandbox.local import cgroups, janitor, workspace, zygote
+from ares.sandbox.local import cgroups, janitor, zygote
 
 ENV_SIZE = "ARES_SANDBOX_PRELAUNCH"
 DEFAULT_SIZE = 2
@@ -31,12 +31,17 @@ CONTROLLERS = ("memory", "pids")
 
 @dataclass(frozen=True, slots=True)
 class Prelaunched:
-    """An init waiting for its config (its control socket, process, log) and the cgroups it is in."""
+    """An init waiting for its config (its control socket, process, log memfd) and its cgroups."""
 
     sock: socket.socket
     proc: zygote.ZygoteInit
-    log: Path
+    log_fd: int
     cgroups: cgroups.CgroupSet
+
+    @property
+    def log(self) -> Path:
+        """The init's output, readable through this process's fd table while ``log_fd`` is open."""
+        return Path(f"/proc/self/fd/{self.log_fd}")
 
     @property
     def janitor_id(self) -> str:
@@ -52,10 +57,10 @@ class Prelaunched:
         self.sock.close()
         self.proc.kill_blocking()
         self.cgroups.remove()
-        remove_tree(self.log.parent)
+        os.close(self.log_fd)
 
     def adopted(self) -> None:
-        """A sandbox owns it now (its processes, cgroups and log go with that sandbox)."""
+        """A sandbox owns it now (its processes, cgroups and log fd go with that sandbox)."""
         janitor.unregister(self.janitor_id)
 
 
@@ -68,6 +73,12 @@ def size() -> int:
 _lock = threading.Lock()
 _ready: list[Prelaunched] = []
 _filling = False
+
+
+def waiting() -> int:
+    """How many inits wait right now (for diagnostics and tests)."""
+    with _lock:
+        return len(_ready)
 
 
 def take() -> Prelaunched | None:
@@ -133,17 +144,15 @@ def _hierarchies() -> dict[str, cgroups.Hierarchy]:
 
 def _launch_one() -> Prelaunched | None:
     """An init from the zygote, attached to new empty cgroups; None if any step fails."""
-    where = workspace.process_dir() / "prelaunch" / secrets.token_hex(6)
-    where.mkdir(parents=True, mode=0o711)
-    log = where / "init.log"
-    started = zygote.start_init_blocking(log)
+    log_fd = os.memfd_create("ares-init-log", os.MFD_CLOEXEC)
+    started = zygote.start_init_blocking(log_fd)
     if started is None:
-        remove_tree(where)
+        os.close(log_fd)
         return None
     sock, proc = started
-    group = cgroups.CgroupSet(f"ares-{os.getpid()}-{where.name}")
-    item = Prelaunched(sock, proc, log, group)
-    janitor.register(item.janitor_id, [proc.pid], where, group.remove)
+    group = cgroups.CgroupSet(f"ares-{os.getpid()}-{secrets.token_hex(6)}")
+    item = Prelaunched(sock, proc, log_fd, group)
+    janitor.register(item.janitor_id, [proc.pid], None, group.remove)
     try:
         for controller, hierarchy in _hierarchies().items():
             group.add(controller, hierarchy, ())
@@ -162,6 +171,7 @@ def _after_fork_in_child() -> None:
     for item in _ready:
         item.sock.close()
         item.proc.forget()
+        os.close(item.log_fd)
     _ready.clear()
 
 

@@ -128,7 +128,8 @@ class LocalSandbox(StartStopContext):
         self._remove_files = tuple(remove_files)
         self._dir: Path | None = None
         self._proc: zygote.InitProcess | None = None
-        self._init_log: Path | None = None  # outside the sandbox dir for a pre-launched init
+        self._init_log: Path | None = None
+        self._init_log_fd: int | None = None  # a pre-launched init's log (a memfd), closed on stop
         self._ctl: InitChannel | None = None
         self._pids: list[int] = []
         self._shell = "/bin/sh"
@@ -261,15 +262,14 @@ class LocalSandbox(StartStopContext):
     async def _launch(self, program: bytes | None, waiting: prelaunch.Prelaunched | None = None) -> None:
         """Start an init (or adopt the pre-launched ``waiting``) and configure it."""
         assert self._dir is not None
-        old_log = self._init_log
-        if old_log is not None and old_log.parent != self._dir:  # restarting after a snapshot
-            await asyncio.to_thread(janitor.remove_tree, old_log.parent)
+        self._close_init_log()  # a pre-launched init's, when restarting after a snapshot
         if waiting is None:
             # Forked by this process's zygote (or spawned directly when it cannot be used).
             self._init_log = self._dir / "init.log"
             sock, self._proc = await zygote.start_init(self._init_log)
         else:
             sock, self._proc, self._init_log = waiting.sock, waiting.proc, waiting.log
+            self._init_log_fd = waiting.log_fd
         self._ctl = InitChannel(sock)
         self._state.launched()
         self._pids = [self._proc.pid]
@@ -333,12 +333,16 @@ class LocalSandbox(StartStopContext):
         path, self._dir = self._dir, None
         if path is not None:
             await asyncio.to_thread(janitor.remove_tree, path)
-        log, self._init_log = self._init_log, None
-        if log is not None and log.parent != path:  # a pre-launched init's log dir
-            await asyncio.to_thread(janitor.remove_tree, log.parent)
+        self._init_log = None
+        self._close_init_log()
         held = self._stack.reset()  # a later start() begins from the image (or its snapshot)
         if held:
             await asyncio.to_thread(local_snapshot.release, held, self._stack.owner)
+
+    def _close_init_log(self) -> None:
+        fd, self._init_log_fd = self._init_log_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def _release_limits(self) -> None:
         """Undo what outlives the processes: cgroups, the disk tmpfs, the id range."""

@@ -194,10 +194,10 @@ async def _request_init(child_end: socket.socket, log_path: Path) -> tuple[bytes
         return await _recv_with_fds(reply)
 
 
-def start_init_blocking(log_path: Path, timeout_s: float = 10.0) -> tuple[socket.socket, ZygoteInit] | None:
-    """``start_init`` for a plain thread (never an event loop's, never the keeper): an init forked
-    by the zygote, or None when the zygote is off or could not provide one (no direct spawn: the
-    caller only prepares ahead of time and may as well do nothing)."""
+def start_init_blocking(log_fd: int, timeout_s: float = 10.0) -> tuple[socket.socket, ZygoteInit] | None:
+    """``start_init`` for a plain thread (never an event loop's, never the keeper), writing its
+    output to (a duplicate of) ``log_fd``: an init forked by the zygote, or None when the zygote is
+    off or could not provide one (no direct spawn: the caller only prepares ahead of time)."""
     if not enabled():
         return None
     host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -205,8 +205,7 @@ def start_init_blocking(log_path: Path, timeout_s: float = 10.0) -> tuple[socket
     with reply, reply_child, child_end:
         try:
             keeper = _get_keeper()
-            log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
-            fds = [child_end.detach(), log_fd, reply_child.detach()]
+            fds = [child_end.detach(), os.dup(log_fd), reply_child.detach()]
             keeper.submit(lambda: _send_request(keeper, fds)).result(timeout_s)
             reply.settimeout(timeout_s)
             data, got, _, _ = socket.recv_fds(reply, 4096, 1, socket.MSG_CMSG_CLOEXEC)
