@@ -72,6 +72,7 @@ def size() -> int:
 
 _lock = threading.Lock()
 _ready: list[Prelaunched] = []
+_stale: list[Prelaunched] = []  # dead ones (their zygote died), discarded by the filling thread
 _filling = False
 
 
@@ -87,16 +88,13 @@ def take() -> Prelaunched | None:
     if size() == 0 or not zygote.enabled():  # a direct spawn was asked for: never a zygote's child
         return None
     found = None
-    stale: list[Prelaunched] = []
     with _lock:
         while _ready and found is None:
             item = _ready.pop()
             if item.alive():
                 found = item
             else:
-                stale.append(item)
-    for item in stale:
-        item.discard()
+                _stale.append(item)
     if found is not None:
         found.adopted()
     _refill()
@@ -107,7 +105,7 @@ def _refill() -> None:
     """Start the filling thread unless it runs already."""
     global _filling
     with _lock:
-        if _filling or len(_ready) >= size() or not _hierarchies():
+        if _filling or (len(_ready) >= size() and not _stale) or not _hierarchies():
             return
         _filling = True
     try:
@@ -119,8 +117,11 @@ def _refill() -> None:
 
 def _fill() -> None:
     global _filling
-    owner = os.getpid()
     try:
+        with _lock:
+            stale, _stale[:] = list(_stale), []
+        for item in stale:
+            item.discard()
         while True:
             with _lock:
                 if len(_ready) >= size():
@@ -129,8 +130,6 @@ def _fill() -> None:
             if item is None:
                 return
             with _lock:
-                if os.getpid() != owner:  # forked meanwhile: not ours to hand out
-                    return
                 _ready.append(item)
     finally:
         with _lock:
@@ -168,11 +167,12 @@ def _after_fork_in_child() -> None:
     global _lock, _filling
     _lock = threading.Lock()
     _filling = False
-    for item in _ready:
+    for item in (*_ready, *_stale):
         item.sock.close()
         item.proc.forget()
         os.close(item.log_fd)
     _ready.clear()
+    _stale.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
