@@ -8,7 +8,8 @@ passed along, so concurrent ``exec`` calls never share a stream. Killing pid 1 t
 down: every process in its pid namespace dies and its mounts vanish with its mount namespace.
 
 This module is the lifecycle and the commands; the rest lives by concept: the wire protocol
-(``channel.py``), the start-up dialogue (``startup.py``), the states and who may change them
+(``channel.py``), the start-up dialogue (``startup.py``), inits waiting in their cgroups
+(``prelaunch.py``), the states and who may change them
 (``state.py``), the image and snapshot layers (``stack.py``, ``snapshot.py``, ``archive.py``),
 verifier forks (``forks.py``), the trusted-shell cache (``shells.py``), the builder's commit
 (``commit.py``) and file transfers (``transfer.py``).
