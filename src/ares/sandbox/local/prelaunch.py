@@ -82,6 +82,18 @@ def waiting() -> int:
         return len(_ready)
 
 
+def waiting_pids() -> list[int]:
+    """The host pids of the inits waiting right now (they are no sandbox's yet)."""
+    with _lock:
+        return [item.proc.pid for item in _ready]
+
+
+def filling() -> bool:
+    """Whether the background thread is launching (or discarding) inits at the moment."""
+    with _lock:
+        return _filling
+
+
 def take() -> Prelaunched | None:
     """A waiting init for a sandbox that is starting (None: none is ready; start one directly).
     Whatever it took is refilled in the background."""
