@@ -5,7 +5,9 @@ Phases, medians over ``--episodes`` episodes played one at a time on the local s
   agent         every ``step()`` until LAST, minus what verification and teardown take of the last
   verification  the verifier: frozen fork, its start, the tests, reading the reward
   teardown      ending the episode: agent and client closed, sandbox stopped and deleted
-Throughput: ``run_episodes`` of the oracle over the first ``--tasks`` tasks at each concurrency.
+Throughput: ``run_episodes`` of the oracle over the first ``--tasks`` tasks at each concurrency,
+and (as root, with a cgroup v1 cpuacct hierarchy) the CPU each episode cost, sandboxes included:
+episodes/s follow the machine's other load, CPU per episode much less so.
 
 ``--baseline REF`` measures git revision REF side by side (alternating fresh interpreters):
 
@@ -23,6 +25,7 @@ import time
 from typing import Any
 
 from _common import compare_with, machine_info, side_by_side
+from _cpuacct import CpuMeter
 from ares import make
 from ares.envs import code_env
 from ares.policies import make_policy
@@ -80,21 +83,31 @@ async def phase_figures(episodes: int) -> dict[str, Any]:
     return {phase: {"p50_ms": round(statistics.median(v) * 1e3, 2)} for phase, v in samples.items()}
 
 
-async def throughput(tasks: int, concurrency: int) -> dict[str, float]:
-    """Oracle episodes/s over the first ``tasks`` HumanEval tasks at ``concurrency``."""
+async def throughput(tasks: int, concurrency: int, meter: CpuMeter | None) -> dict[str, float]:
+    """Oracle episodes/s over the first ``tasks`` HumanEval tasks at ``concurrency`` (and CPU ms
+    per episode, whole process tree, when ``meter`` can tell)."""
     policy_factory = make_policy("oracle")
+    used = meter.used_ns() if meter is not None else 0
     t0 = time.perf_counter()
     results = await run_episodes(
         lambda: make("humaneval", tasks=f"0:{tasks}"), policy_factory, episodes=tasks, concurrency=concurrency
     )
     elapsed = time.perf_counter() - t0
     passed = sum(1 for r in results if r.reward == 1.0)
-    return {"episodes_per_s": round(len(results) / elapsed, 3), "passed": passed, "episodes": len(results)}
+    out = {"episodes_per_s": round(len(results) / elapsed, 3), "passed": passed, "episodes": len(results)}
+    if meter is not None:
+        out["cpu_ms_per_episode"] = round((meter.used_ns() - used) / 1e6 / len(results), 2)
+    return out
 
 
 async def figures(episodes: int, tasks: int, levels: list[int]) -> dict[str, Any]:
-    out: dict[str, Any] = {"phases": await phase_figures(episodes)}
-    out["throughput"] = {str(c): await throughput(tasks, c) for c in levels}
+    meter = CpuMeter.open()
+    try:
+        out: dict[str, Any] = {"phases": await phase_figures(episodes)}
+        out["throughput"] = {str(c): await throughput(tasks, c, meter) for c in levels}
+    finally:
+        if meter is not None:
+            meter.close()
     return out
 
 
@@ -122,9 +135,10 @@ def main() -> None:
         ]
         runs = compare_with(args.baseline, __file__, passed, args.rounds)
         compared = {p: side_by_side(runs, ("phases", p), ("p50_ms",)) for p in PHASES}
-        compared |= {
-            f"throughput@{c}": side_by_side(runs, ("throughput", str(c)), ("episodes_per_s",)) for c in levels
-        }
+        every = [r["throughput"][str(c)] for rs in runs.values() for r in rs for c in levels]
+        cpu = all("cpu_ms_per_episode" in figures for figures in every)
+        stats = ("episodes_per_s", "cpu_ms_per_episode") if cpu else ("episodes_per_s",)
+        compared |= {f"throughput@{c}": side_by_side(runs, ("throughput", str(c)), stats) for c in levels}
         out = {"baseline_ref": args.baseline, "rounds": args.rounds, "compared": compared}
         print(json.dumps({"bench": "episode", "machine": machine_info(), **out}, indent=2))
         return

@@ -76,11 +76,13 @@ def status(pid: int) -> dict[str, str]:
 
 
 def fd_kinds(pid: int) -> list[str]:
-    """What ``pid`` holds open, by kind (fd numbers and socket inodes vary between starts)."""
+    """What ``pid`` holds open, by kind (fd numbers and socket inodes vary between starts). The
+    init's log is a file in the sandbox dir, or a memfd for a pre-launched init: both are "log"."""
     kinds = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
         target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        kinds.append(target.split(":", 1)[0] if ":" in target else Path(target).name)
+        kind = target.split(":", 1)[0] if ":" in target else Path(target).name
+        kinds.append("log" if kind in ("init.log", "/memfd") else kind)
     return sorted(kinds)
 
 

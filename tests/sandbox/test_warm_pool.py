@@ -22,7 +22,7 @@ from ares.errors import SandboxError, SandboxUnavailableError
 from ares.policies import make_policy
 from ares.sandbox import SandboxSpec
 from ares.sandbox.capabilities import Capability
-from ares.sandbox.local import LocalSandbox, OverlayMount, RootfsPlan
+from ares.sandbox.local import LocalSandbox, OverlayMount, RootfsPlan, prelaunch
 from ares.sandbox.pool import WarmPool, spec_key
 from interruptible import popen_interruptible
 
@@ -69,9 +69,14 @@ def descendants(root: int) -> list[int]:
 
 
 def sandbox_inits() -> list[int]:
-    """Sandbox init processes started by this test process."""
+    """Sandbox init processes started by this test process (not the pre-launched inits that wait
+    for a sandbox to adopt them: those are the process's, like its zygote)."""
+    deadline = time.monotonic() + 5
+    while prelaunch.filling() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    waiting = set(prelaunch.waiting_pids())
     out = []
-    for pid in descendants(os.getpid()):
+    for pid in (p for p in descendants(os.getpid()) if p not in waiting):
         try:
             if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"ares-init\0"):
                 out.append(pid)

@@ -478,8 +478,14 @@ async def test_sandbox_cgroups_live_in_their_own_parent() -> None:
     async with LocalSandbox(SandboxSpec(resources=Resources(pids=64))) as sb:
         if sb.limits.pids is None or sb.limits.pids.mechanism not in ("cgroup-v1", "cgroup-v2"):
             pytest.skip(f"pids are not limited by a cgroup: {sb.limits}")
-        name = f"ares-{os.getpid()}-{sb.diff_dir.parent.name}"
-        path = hierarchy.own / cgroups.PARENT / name
+        # Where pid 1 really is (a pre-launched init's cgroups are named when it is launched).
+        lines = Path(f"/proc/{sb.host_pid}/cgroup").read_text().splitlines()
+        want = "pids" if hierarchy.version == 1 else ""  # v2: the unified line, "0::/path"
+        held = next(p for _, c, p in (line.split(":", 2) for line in lines) if want in c.split(","))
+        path = hierarchy.mount / held.lstrip("/")
+        name = path.name
+        assert path.parent == hierarchy.own / cgroups.PARENT and cgroups.NAME.fullmatch(name)
+        assert name.startswith(f"ares-{os.getpid()}-")
         assert path.is_dir() and not (hierarchy.own / name).exists()
         assert (await sb.exec("echo in")).stdout == "in\n"
     assert not path.exists()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import posixpath
 import shlex
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -52,11 +53,12 @@ def oracle_command(task: Task) -> str:
         raise PolicyError(f"task {task.id}: the solution has no solve.sh")
     lines = [f"rm -rf {SOLUTION_DIR} && mkdir -p {SOLUTION_DIR}"]
     for rel, data in files.items():
-        target = shlex.quote(f"{SOLUTION_DIR}/{rel}")
+        path = posixpath.normpath(f"{SOLUTION_DIR}/{rel}")
+        # The parent is known here: no subshell, dirname and mkdir per file (three processes).
+        parent = posixpath.dirname(path)
+        mkdir = "" if parent == SOLUTION_DIR else f"mkdir -p {shlex.quote(parent)} && "
         encoded = base64.b64encode(data).decode()
-        lines.append(
-            f"mkdir -p \"$(dirname {target})\" && base64 -d > {target} <<'ARES_B64'\n{encoded}\nARES_B64"
-        )
+        lines.append(f"{mkdir}base64 -d > {shlex.quote(path)} <<'ARES_B64'\n{encoded}\nARES_B64")
     lines.append(f"cd {shlex.quote(task.workdir)} && bash {SOLUTION_DIR}/solve.sh")
     return "\n".join(lines)
 

@@ -115,6 +115,7 @@ class CgroupSet:
         self.name = name
         self.dirs: dict[str, Path] = {}
         self._counters: dict[str, tuple[Path, str]] = {}
+        self._attached: dict[Path, int] = {}  # the pid each dir got last (a pre-launched init's)
 
     def add(self, controller: str, hierarchy: Hierarchy, settings: Sequence[tuple[str, str, bool]]) -> Path:
         """Create (or reuse, under v2) the controller's cgroup and write ``(file, value, required)``."""
@@ -138,8 +139,12 @@ class CgroupSet:
         return path
 
     def attach(self, pid: int) -> None:
+        """Move ``pid`` into every cgroup of the set it is not in yet (each move into a v1 hierarchy
+        waits for an RCU grace period, so none is repeated)."""
         for path in dict.fromkeys(self.dirs.values()):
-            (path / "cgroup.procs").write_text(str(pid))
+            if self._attached.get(path) != pid:
+                (path / "cgroup.procs").write_text(str(pid))
+                self._attached[path] = pid
 
     def counter(self, controller: str) -> int:
         """The OOM-kill (memory) or fork-refused (pids) count; 0 without such a cgroup."""
@@ -162,6 +167,7 @@ class CgroupSet:
             _remove_parent(parent)
         self.dirs.clear()
         self._counters.clear()
+        self._attached.clear()
 
 
 def _make(path: Path, v2_controller: str | None) -> bool:

@@ -29,8 +29,9 @@ from ares.sandbox.local import cgroups, limits
 logger = logging.getLogger(__name__)
 
 _lock = threading.Lock()
-_live: dict[str, tuple[list[int], Path, Callable[[], None] | None]] = {}
+_live: dict[str, tuple[list[int], Path | None, Callable[[], None] | None]] = {}
 _installed = False
+_signal_installed = False
 
 
 def state_root() -> Path:
@@ -98,8 +99,10 @@ def sweep_stale(root: Path) -> list[str]:
     return failures
 
 
-def register(sandbox_id: str, pids: list[int], path: Path, release: Callable[[], None] | None = None) -> None:
-    """``release`` undoes the sandbox's limits once its processes are dead, before its dir goes."""
+def register(
+    sandbox_id: str, pids: list[int], path: Path | None, release: Callable[[], None] | None = None
+) -> None:
+    """``release`` undoes the sandbox's limits once its processes are dead, before its dir (if any) goes."""
     _install_handlers()
     with _lock:
         _live[sandbox_id] = (pids, path, release)
@@ -124,7 +127,8 @@ def kill_all() -> None:
         if release is not None:
             with contextlib.suppress(Exception):
                 release()
-        remove_tree(path)
+        if path is not None:
+            remove_tree(path)
 
 
 def _wait_gone(pid: int, timeout_s: float = 5.0) -> None:
@@ -156,12 +160,15 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _install_handlers() -> None:
-    global _installed
-    if _installed:
+    """atexit once; the SIGTERM handler once a registration comes from the main thread (a first one
+    from another thread, e.g. ``prelaunch``'s, must not leave SIGTERM without it)."""
+    global _installed, _signal_installed
+    if not _installed:
+        _installed = True
+        atexit.register(kill_all)
+    if _signal_installed or threading.current_thread() is not threading.main_thread():
         return
-    _installed = True
-    atexit.register(kill_all)
-    if threading.current_thread() is threading.main_thread():
-        with contextlib.suppress(ValueError):
-            if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-                signal.signal(signal.SIGTERM, _on_sigterm)
+    _signal_installed = True
+    with contextlib.suppress(ValueError):
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _on_sigterm)

@@ -176,9 +176,12 @@ class SandboxLimits:
             )
         self._tmpfs = sandbox_dir
 
-    def setup(self, sandbox_dir: Path) -> None:
-        """Create the sandbox's cgroups (falling back to rlimits per resource) and fill ``report``."""
-        self._cgroups = cgroups.CgroupSet(f"ares-{os.getpid()}-{sandbox_dir.name}")
+    def setup(self, sandbox_dir: Path, prepared: cgroups.CgroupSet | None = None) -> None:
+        """Create the sandbox's cgroups (falling back to rlimits per resource) and fill ``report``.
+
+        ``prepared``: the empty cgroups a pre-launched init already is in (``prelaunch.py``); the
+        limits are written into them (and any other controller's made) before pid 1 exists."""
+        self._cgroups = prepared or cgroups.CgroupSet(f"ares-{os.getpid()}-{sandbox_dir.name}")
         res = self.resources
         self.report = LimitsReport(
             memory=None if res.memory_mb is None else self._memory(res.memory_mb),

@@ -8,7 +8,8 @@ passed along, so concurrent ``exec`` calls never share a stream. Killing pid 1 t
 down: every process in its pid namespace dies and its mounts vanish with its mount namespace.
 
 This module is the lifecycle and the commands; the rest lives by concept: the wire protocol
-(``channel.py``), the start-up dialogue (``startup.py``), the states and who may change them
+(``channel.py``), the start-up dialogue (``startup.py``), inits waiting in their cgroups
+(``prelaunch.py``), the states and who may change them
 (``state.py``), the image and snapshot layers (``stack.py``, ``snapshot.py``, ``archive.py``),
 verifier forks (``forks.py``), the trusted-shell cache (``shells.py``), the builder's commit
 (``commit.py``) and file transfers (``transfer.py``).
@@ -49,6 +50,7 @@ from ares.sandbox.local import (
     janitor,
     limits,
     loopback,
+    prelaunch,
     seccomp,
     shells,
     startup,
@@ -127,6 +129,8 @@ class LocalSandbox(StartStopContext):
         self._remove_files = tuple(remove_files)
         self._dir: Path | None = None
         self._proc: zygote.InitProcess | None = None
+        self._init_log: Path | None = None
+        self._init_log_fd: int | None = None  # a pre-launched init's log (a memfd), closed on stop
         self._ctl: InitChannel | None = None
         self._pids: list[int] = []
         self._shell = "/bin/sh"
@@ -210,14 +214,20 @@ class LocalSandbox(StartStopContext):
             await self.stop()
             raise
         self._prepare_upper()
+        waiting: prelaunch.Prelaunched | None = None
         try:
             if userns.root_mapped():
                 self._ids = await asyncio.to_thread(userns.allocate)
             if self._limits is not None:
-                await asyncio.to_thread(self._limits.setup, self._dir)
+                # An init already in cgroups of its own, if one waits: its cgroups get these limits.
+                waiting = prelaunch.take() if self._limits.mode == "auto" else None
+                prepared = None if waiting is None else waiting.cgroups
+                await asyncio.to_thread(self._limits.setup, self._dir, prepared)
             self._limits_report = self._limits.report if self._limits is not None else LimitsReport()
-            await asyncio.wait_for(self._launch(program), START_TIMEOUT_S)
+            await asyncio.wait_for(self._launch(program, waiting), START_TIMEOUT_S)
         except BaseException as exc:
+            if waiting is not None and self._proc is None:  # taken but never launched
+                await asyncio.to_thread(waiting.discard)
             await self.stop()
             if isinstance(exc, TimeoutError):
                 raise SandboxError(f"the sandbox did not start within {START_TIMEOUT_S:.0f}s") from exc
@@ -250,10 +260,17 @@ class LocalSandbox(StartStopContext):
                 raise SandboxCrashedError(self._state.why_not_running()) from exc
             raise
 
-    async def _launch(self, program: bytes | None) -> None:
+    async def _launch(self, program: bytes | None, waiting: prelaunch.Prelaunched | None = None) -> None:
+        """Start an init (or adopt the pre-launched ``waiting``) and configure it."""
         assert self._dir is not None
-        # Forked by this process's zygote (or spawned directly when it cannot be used).
-        sock, self._proc = await zygote.start_init(self._dir / "init.log")
+        self._close_init_log()  # a pre-launched init's, when restarting after a snapshot
+        if waiting is None:
+            # Forked by this process's zygote (or spawned directly when it cannot be used).
+            self._init_log = self._dir / "init.log"
+            sock, self._proc = await zygote.start_init(self._init_log)
+        else:
+            sock, self._proc, self._init_log = waiting.sock, waiting.proc, waiting.log
+            self._init_log_fd = waiting.log_fd
         self._ctl = InitChannel(sock)
         self._state.launched()
         self._pids = [self._proc.pid]
@@ -273,7 +290,8 @@ class LocalSandbox(StartStopContext):
     async def _configure(self, program: bytes | None, attached: asyncio.Future[None]) -> None:
         """The start-up dialogue with the init (see _init.py's protocol and startup.py)."""
         assert self._dir is not None and self._proc is not None and self._ctl is not None
-        dialogue = startup.InitDialogue(self._ctl, self._send, self._dir)
+        assert self._init_log is not None
+        dialogue = startup.InitDialogue(self._ctl, self._send, self._init_log)
         config = startup.InitConfig(
             self._dir,
             self.plan,
@@ -316,9 +334,16 @@ class LocalSandbox(StartStopContext):
         path, self._dir = self._dir, None
         if path is not None:
             await asyncio.to_thread(janitor.remove_tree, path)
+        self._init_log = None
+        self._close_init_log()
         held = self._stack.reset()  # a later start() begins from the image (or its snapshot)
         if held:
             await asyncio.to_thread(local_snapshot.release, held, self._stack.owner)
+
+    def _close_init_log(self) -> None:
+        fd, self._init_log_fd = self._init_log_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def _release_limits(self) -> None:
         """Undo what outlives the processes: cgroups, the disk tmpfs, the id range."""

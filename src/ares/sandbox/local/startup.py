@@ -117,11 +117,11 @@ def map_ids(pid: int, ids: userns.IdRange | None, mounts: Sequence[tuple[str, in
     return fds
 
 
-def start_failure(sandbox_dir: Path | None, reason: str) -> str:
+def start_failure(init_log: Path | None, reason: str) -> str:
     """Why a start failed, what the machine needs, and the end of the init's log."""
     log = ""
-    if sandbox_dir is not None and (sandbox_dir / "init.log").exists():
-        log = (sandbox_dir / "init.log").read_text(errors="replace").strip()[-2000:]
+    if init_log is not None and init_log.exists():
+        log = init_log.read_text(errors="replace").strip()[-2000:]
     return f"cannot start the local sandbox: {reason}. {HINT}" + (f"\ninit log:\n{log}" if log else "")
 
 
@@ -129,12 +129,13 @@ class InitDialogue:
     """The host's side of an init's start-up steps, in the order the init expects them."""
 
     def __init__(
-        self, ctl: InitChannel, send: Callable[[bytes, Sequence[int]], Awaitable[None]], sandbox_dir: Path
+        self, ctl: InitChannel, send: Callable[[bytes, Sequence[int]], Awaitable[None]], init_log: Path
     ) -> None:
-        """``send`` is the sandbox's own (it records a crash when the init is gone)."""
+        """``send`` is the sandbox's own (it records a crash when the init is gone); ``init_log`` is
+        where the init's output goes, quoted when the start fails."""
         self._ctl = ctl
         self._send = send
-        self._dir = sandbox_dir
+        self._log = init_log
 
     async def unshare(self, config: InitConfig, pid: int, ids: userns.IdRange | None) -> list[int]:
         """Send ``config``; once the init has unshared, write its id maps. Returns the idmapped
@@ -166,9 +167,9 @@ class InitDialogue:
     async def _recv_stage(self) -> dict[str, Any]:
         msg = await self._ctl.recv()
         if msg is None:
-            raise SandboxUnavailableError(start_failure(self._dir, "the sandbox init exited during start-up"))
+            raise SandboxUnavailableError(start_failure(self._log, "the sandbox init exited during start-up"))
         if msg.get(channel.STAGE) == channel.STAGE_ERROR:
-            raise SandboxUnavailableError(start_failure(self._dir, msg[channel.ERROR]))
+            raise SandboxUnavailableError(start_failure(self._log, msg[channel.ERROR]))
         return msg
 
     async def _expect(self, stage: str) -> None:

@@ -20,7 +20,7 @@ from ares.sandbox.local.channel import Reply
 
 
 async def upload(exec_: Callable[..., Awaitable[ExecResult]], src: Path | FileMap, dest: str) -> None:
-    """Put ``src`` at ``dest``: a tar unpacked by the sandbox's own ``tar`` (``exec_``)."""
+    """Put ``src`` at ``dest`` (made if missing): a tar unpacked by the sandbox's own ``tar`` (``exec_``)."""
     if isinstance(src, Path) and await asyncio.to_thread(src.is_file):
         target = PurePosixPath(dest)
         archive = await asyncio.to_thread(tar_files, src, target.name)
@@ -29,7 +29,11 @@ async def upload(exec_: Callable[..., Awaitable[ExecResult]], src: Path | FileMa
         archive = await asyncio.to_thread(tar_files, src)
         directory = dest
     quoted = shlex.quote(directory)
-    result = await exec_(f"mkdir -p {quoted} && tar -xf - -C {quoted}", cwd="/", stdin=archive)
+    # Plain words run without a shell (see init/commands.py): into an existing dir (the workdir,
+    # which every sandbox has from its start) that is one process instead of bash, mkdir and tar.
+    result = await exec_(f"tar -xf - -C {quoted}", cwd="/", stdin=archive)
+    if not result.ok:  # most likely no such dir yet: tar extracted nothing
+        result = await exec_(f"mkdir -p {quoted} && tar -xf - -C {quoted}", cwd="/", stdin=archive)
     if not result.ok:
         raise SandboxError(f"upload to {dest} failed: {result.stderr.strip()}")
 

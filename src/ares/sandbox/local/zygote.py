@@ -53,11 +53,16 @@ class InitProcess(Protocol):
 
 async def start_init(log_path: Path) -> tuple[socket.socket, InitProcess]:
     """Start an init writing to ``log_path``; returns the host end of its control socket (non-blocking)."""
-    if os.environ.get(ENV_SWITCH, "1") != "0" and _failures < MAX_FAILURES:
+    if enabled():
         started = await _from_zygote(log_path)
         if started is not None:
             return started
     return await _spawn_direct(log_path)
+
+
+def enabled() -> bool:
+    """Whether inits come from the zygote ($ARES_SANDBOX_ZYGOTE is not 0 and it has not failed)."""
+    return os.environ.get(ENV_SWITCH, "1") != "0" and _failures < MAX_FAILURES
 
 
 def current_pid() -> int | None:
@@ -120,6 +125,25 @@ class ZygoteInit:
         finally:
             os.close(self._pidfd)
 
+    def exited(self) -> bool:
+        poller = select.poll()
+        poller.register(self._pidfd, select.POLLIN)
+        return bool(poller.poll(0))
+
+    def kill_blocking(self, timeout_s: float = 5.0) -> None:
+        """SIGKILL it and wait (bounded) until it has exited, off any event loop."""
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        poller = select.poll()
+        poller.register(self._pidfd, select.POLLIN)
+        poller.poll(timeout_s * 1000)
+        os.close(self._pidfd)
+
+    def forget(self) -> None:
+        """Close the pidfd without touching the process (a fork()ed host's copy)."""
+        with contextlib.suppress(OSError):
+            os.close(self._pidfd)
+
 
 _failures = 0
 
@@ -168,6 +192,37 @@ async def _request_init(child_end: socket.socket, log_path: Path) -> tuple[bytes
         except OSError as exc:
             return marshal.dumps({"error": str(exc)}), []
         return await _recv_with_fds(reply)
+
+
+def start_init_blocking(log_fd: int, timeout_s: float = 10.0) -> tuple[socket.socket, ZygoteInit] | None:
+    """``start_init`` for a plain thread (never an event loop's, never the keeper), writing its
+    output to (a duplicate of) ``log_fd``: an init forked by the zygote, or None when the zygote is
+    off or could not provide one (no direct spawn: the caller only prepares ahead of time)."""
+    if not enabled():
+        return None
+    host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    reply, reply_child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with reply, reply_child, child_end:
+        try:
+            keeper = _get_keeper()
+            fds = [child_end.detach(), os.dup(log_fd), reply_child.detach()]
+            keeper.submit(lambda: _send_request(keeper, fds)).result(timeout_s)
+            reply.settimeout(timeout_s)
+            data, got, _, _ = socket.recv_fds(reply, 4096, 1, socket.MSG_CMSG_CLOEXEC)
+        except (OSError, RuntimeError, concurrent.futures.TimeoutError):
+            host_end.close()
+            return None
+    try:
+        msg: Any = marshal.loads(data) if data else None
+    except (EOFError, ValueError, TypeError):
+        msg = None
+    if isinstance(msg, dict) and isinstance(msg.get("pid"), int) and len(got) == 1:
+        host_end.setblocking(False)
+        return host_end, ZygoteInit(msg["pid"], got[0])
+    for fd in got:
+        os.close(fd)
+    host_end.close()
+    return None
 
 
 async def _readable(fd: int) -> None:
