@@ -87,6 +87,7 @@ class LocalModel:
             raise LLMError(f"llama.cpp could not load {self.settings.path}: {type(e).__name__}: {e}") from e
         self.base_url: str = self._server.listening_address
         self.name = Path(self.settings.path).name.removesuffix(".gguf")
+        self._vocab_size: int | None = None
 
     @property
     def parallel(self) -> int:
@@ -115,18 +116,31 @@ class LocalModel:
     async def detokenize(self, ids: Sequence[int]) -> str:
         return str((await self._post("/detokenize", {"tokens": list(ids)}))["content"])
 
+    async def vocab_size(self) -> int:
+        """How many tokens the model's vocabulary holds (llama.cpp's ``/v1/models``), asked once."""
+        if self._vocab_size is None:
+            data = await self._request("GET", "/v1/models")
+            try:
+                self._vocab_size = int(data["data"][0]["meta"]["n_vocab"])
+            except (KeyError, IndexError, TypeError, ValueError) as e:
+                raise LLMError(f"llama.cpp's /v1/models did not give the vocabulary size: bad {e}") from None
+        return self._vocab_size
+
     async def complete(self, prompt_ids: Sequence[int], params: Mapping[str, Any]) -> Mapping[str, Any]:
         """llama.cpp's native completion of exactly ``prompt_ids`` with sampling ``params``."""
         return await self._post("/completion", {**params, "prompt": list(prompt_ids), "stream": False})
 
     async def _post(self, route: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await self._request("POST", route, body)
+
+    async def _request(self, method: str, route: str, body: Mapping[str, Any] | None = None) -> Any:
         async with httpx.AsyncClient(base_url=self.base_url, timeout=_TIMEOUT) as http:
             try:
-                resp = await http.post(route, json=body)
+                resp = await http.request(method, route, json=body)
             except httpx.TransportError as e:
                 raise LLMError(f"the local llama.cpp server at {self.base_url} failed: {e!r}") from e
         if resp.is_success:
-            return resp.json()  # type: ignore[no-any-return]
+            return resp.json()
         error = _error(resp)
         if error.get("type") == "exceed_context_size_error":
             raise ContextOverflowError(
