@@ -152,6 +152,11 @@ def test_aligning_merged_entries_marks_their_tokens_for_rescoring() -> None:
         aligned_logprobs({"tokens": [1], "stop_type": "eos"})
 
 
+async def test_a_given_thread_count_is_the_servers() -> None:
+    model = await LocalChatClient(threads=1).model()
+    assert model.threads == 1 and model.settings.threads == 1
+
+
 async def test_prompt_is_the_models_own_template(client: LocalChatClient) -> None:
     resp = await client(ask("Hi"))
     model = await client.model()

@@ -70,7 +70,7 @@ class LocalChatClient:
         if max_concurrency is not None and max_concurrency < 1:
             raise LLMError(f"max_concurrency must be >= 1, got {max_concurrency}")
         if context < 16 or parallel < 0 or threads < 0:
-            raise LLMError("context must be >= 16; parallel and threads must be >= 0 (0: one per core)")
+            raise LLMError("context must be >= 16; parallel and threads must be >= 0 (0: automatic)")
         if importlib.util.find_spec("xllamacpp") is None:
             raise LLMError(f"the local policy needs xllamacpp: {INSTALL_HINT}")
         self.settings = ModelSettings(model_path or default_model_path(), context, parallel, threads)

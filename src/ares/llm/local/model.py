@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from ares.errors import LLMError
+from ares.llm.local.threads import pick_threads
 
 #: Installing this extra brings xllamacpp (the default model's file: see ares.llm.local.default_model).
 INSTALL_HINT = "pip install 'ares[local]'"
@@ -38,15 +39,13 @@ class ModelSettings:
     path: str
     context: int = DEFAULT_CONTEXT
     parallel: int = 0  # 0: one slot per CPU core
-    threads: int = 0  # 0: one per CPU core
+    threads: int = 0  # 0: $ARES_LOCAL_THREADS, else the idle CPUs when the model loads (threads.py)
 
     def resolved(self) -> ModelSettings:
+        """The path made absolute and the slots counted; ``threads`` 0 stays 0, picked at load."""
         cores = os.cpu_count() or 1
         return ModelSettings(
-            str(Path(self.path).expanduser().resolve()),
-            self.context,
-            self.parallel or cores,
-            self.threads or cores,
+            str(Path(self.path).expanduser().resolve()), self.context, self.parallel or cores, self.threads
         )
 
 
@@ -76,8 +75,9 @@ class LocalModel:
         params.model.path = self.settings.path
         params.n_ctx = self.settings.context
         params.n_parallel = self.settings.parallel
-        params.cpuparams.n_threads = self.settings.threads
-        params.cpuparams_batch.n_threads = self.settings.threads
+        self.threads = pick_threads(self.settings.threads)
+        params.cpuparams.n_threads = self.threads
+        params.cpuparams_batch.n_threads = self.threads
         params.hostnames = ["127.0.0.1"]
         params.port = 0  # any free port
         params.verbosity = 0
