@@ -7,9 +7,9 @@ sampler drew from. Forced rather than left to the greedy pick because a pick tha
 a character gets no logprob entry at all.
 
 The top 64 are asked for first (7 KB of JSON). A token sampled at temperature 1 is often far down
-the list (about one answer in five that holds unicode samples one outside the top 4,096 of
-SmolLM2's 49,152), so the second ask covers the whole vocabulary (4.7 MB of JSON for SmolLM2):
-every sampled token's logprob comes back, none is given up on.
+the list (19 of 60 short unicode answers failed the earlier re-score, which gave up after the top
+4,096 of SmolLM2's 49,152), so the second ask covers the whole vocabulary (4.7 MB of JSON for
+SmolLM2, about 0.4 s): every sampled token's logprob comes back, none is given up on.
 """
 
 from __future__ import annotations
