@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import pickle
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import ares
 from ares.errors import LLMError, MalformedResponseError, UnknownPresetError
 from ares.llm.local import ContextOverflowError, LocalChatClient
 from ares.llm.local.client import aligned_logprobs
+from ares.llm.local.rescore import top_logprobs
 from ares.llm.openai_client import OpenAIChatClient
 from ares.llm.types import LLMRequest, LLMResponse, SamplingParams, user
 from ares.policies import make_policy
@@ -81,6 +83,42 @@ async def test_multi_byte_characters_keep_every_token_and_its_own_logprob(client
             assert top[ids[i]] == pytest.approx(logprobs[i], abs=1e-4)
 
 
+#: Seeds that, at temperature 1 after this unicode prompt, sample (within 16 tokens, after a merged
+#: character) a token outside the model's top 4,096: seed 1 does, at rank 9,049; the rest are spares.
+FAR_SEEDS = (1, 13, 14, 15)
+UNICODE_PROMPT = " ➞ → ⇒ ← 世界 你好 ✓ ★" * 3
+
+
+async def test_every_token_sampled_at_temperature_1_gets_its_full_distribution_logprob() -> None:
+    # 8 of 40 humaneval-single episodes once errored: a token inside a merged character was re-scored
+    # against the top 4,096 of a 49,152 vocabulary only. Full prompt processing (no cache) makes
+    # a seed's sample the same from call to call.
+    client = LocalChatClient(temperature=1.0, max_tokens=16, sampling={"cache_prompt": False})
+    model = await client.model()
+    vocab = await model.vocab_size()
+    prompt = tuple(await model.tokenize(UNICODE_PROMPT))
+    reference_pick = (await model.tokenize("z", add_special=False))[0]  # not the re-score's forced pick
+    for seed in FAR_SEEDS:
+        request = LLMRequest((user("unused"),), sampling=SamplingParams(seed=seed), prompt_token_ids=prompt)
+        resp = await client(request)
+        assert_token_exact(resp)
+        assert resp.logprobs is not None and all(math.isfinite(lp) for lp in resp.logprobs)
+        raw = await model.complete(prompt, client.params(request))
+        ids, reported, merged = aligned_logprobs(raw)
+        assert merged and ids == list(resp.token_ids or ())
+        ranks = []
+        for i, lp in enumerate(reported):
+            if lp is None:  # re-scored: compare with the whole distribution at that position
+                full = await top_logprobs(model, [*prompt, *ids[:i]], vocab, reference_pick)
+                assert len(full) == vocab
+                assert math.fsum(math.exp(v) for v in full.values()) == pytest.approx(1.0, abs=1e-3)
+                assert full[ids[i]] == pytest.approx(resp.logprobs[i], abs=1e-3)
+                ranks.append(sum(v > full[ids[i]] for v in full.values()))
+        if max(ranks) >= 4096:
+            return
+    pytest.fail(f"no seed of {FAR_SEEDS} sampled a token outside the top 4,096: the test's premise")
+
+
 async def test_a_stop_word_after_a_multi_byte_character_is_cut_as_without_one(
     client: LocalChatClient,
 ) -> None:
@@ -112,6 +150,11 @@ def test_aligning_merged_entries_marks_their_tokens_for_rescoring() -> None:
     assert aligned_logprobs(cut_short) == ([5, 6, 42], [-1.0, -2.0, None], True)
     with pytest.raises(MalformedResponseError, match="missing or bad"):
         aligned_logprobs({"tokens": [1], "stop_type": "eos"})
+
+
+async def test_a_given_thread_count_is_the_servers() -> None:
+    model = await LocalChatClient(threads=1).model()
+    assert model.threads == 1 and model.settings.threads == 1
 
 
 async def test_prompt_is_the_models_own_template(client: LocalChatClient) -> None:

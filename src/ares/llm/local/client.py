@@ -10,8 +10,8 @@ logprobs are llama.cpp's log-softmax of the raw logits (before temperature and t
 
 Token ids come from llama.cpp's ``tokens`` (every generated id), not from its logprob entries:
 those merge the tokens of one multi-byte character into a single entry, so from the first such
-character on, each token's logprob is taken from one forced extra step (``_rescore``; same
-numbers, tested token by token).
+character on, each token's logprob is taken from one forced extra step (``rescore``: same
+numbers, tested token by token; the whole vocabulary when needed, so none is ever missing).
 """
 
 from __future__ import annotations
@@ -33,14 +33,13 @@ from ares.llm.local.model import (
     check_gguf,
     load_model,
 )
+from ares.llm.local.rescore import rescore
 from ares.llm.openai_chat import request_to_openai
 from ares.llm.types import LLMRequest, LLMResponse, Usage
 
 #: Used when neither the client nor the request bounds the answer: a small model may never stop.
 DEFAULT_MAX_TOKENS = 1024
 _FINISH = {"eos": "stop", "word": "stop", "limit": "length"}
-#: How many top logprobs a re-scoring step asks for, widening when the sampled token is not among them.
-_RESCORE_WIDTHS = (64, 4096)
 
 
 class LocalChatClient:
@@ -71,7 +70,7 @@ class LocalChatClient:
         if max_concurrency is not None and max_concurrency < 1:
             raise LLMError(f"max_concurrency must be >= 1, got {max_concurrency}")
         if context < 16 or parallel < 0 or threads < 0:
-            raise LLMError("context must be >= 16; parallel and threads must be >= 0 (0: one per core)")
+            raise LLMError("context must be >= 16; parallel and threads must be >= 0 (0: automatic)")
         if importlib.util.find_spec("xllamacpp") is None:
             raise LLMError(f"the local policy needs xllamacpp: {INSTALL_HINT}")
         self.settings = ModelSettings(model_path or default_model_path(), context, parallel, threads)
@@ -154,7 +153,7 @@ class LocalChatClient:
             if merged and data.get("stop_type") == "word":
                 ids = await _without_stop_word(model, ids, str(data.get("content", "")))
             logprobs = [
-                lp if lp is not None else await _rescore(model, [*prompt, *ids[:i]], ids[i], params)
+                lp if lp is not None else await rescore(model, [*prompt, *ids[:i]], ids[i])
                 for i, lp in enumerate(known[: len(ids)])
             ]
         return _response(data, prompt, model.name, ids, logprobs)
@@ -177,29 +176,6 @@ def _response(
         logprobs=tuple(logprobs),
         # A list, as JSON has it: a record read back from disk equals the live response.
         extra={PROMPT_TOKEN_IDS_KEY: list(prompt), "ares_stop_type": stop_type},
-    )
-
-
-async def _rescore(model: LocalModel, context: list[int], token: int, params: Mapping[str, Any]) -> float:
-    """log p(``token`` | ``context``): one forced step that may not pick ``token``, whose raw top
-    logprobs (unaffected by the ban or temperature) list it; for the tokens llama.cpp merged."""
-    banned = [token]
-    for width in _RESCORE_WIDTHS:
-        for _ in range(3):  # a banned pick that is itself part of a character reports nothing: ban it too
-            body = {
-                **params, "n_predict": 1, "n_probs": width, "temperature": 0.0, "cache_prompt": True,
-                "logit_bias": [[t, False] for t in banned],
-            }  # fmt: skip
-            data = await model.complete(context, body)
-            entries = data.get("completion_probabilities") or []
-            if entries:
-                break
-            banned += [int(t) for t in data.get("tokens", ())]
-        for candidate in entries[0]["top_logprobs"] if entries else ():
-            if int(candidate["id"]) == token:
-                return float(candidate["logprob"])
-    raise MalformedResponseError(
-        f"llama.cpp reported no logprob for sampled token {token} (not in its top {_RESCORE_WIDTHS[-1]})"
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from ares.errors import LLMError
+from ares.llm.local.threads import pick_threads
 
 #: Installing this extra brings xllamacpp (the default model's file: see ares.llm.local.default_model).
 INSTALL_HINT = "pip install 'ares[local]'"
@@ -38,15 +39,13 @@ class ModelSettings:
     path: str
     context: int = DEFAULT_CONTEXT
     parallel: int = 0  # 0: one slot per CPU core
-    threads: int = 0  # 0: one per CPU core
+    threads: int = 0  # 0: $ARES_LOCAL_THREADS, else the idle CPUs when the model loads (threads.py)
 
     def resolved(self) -> ModelSettings:
+        """The path made absolute and the slots counted; ``threads`` 0 stays 0, picked at load."""
         cores = os.cpu_count() or 1
         return ModelSettings(
-            str(Path(self.path).expanduser().resolve()),
-            self.context,
-            self.parallel or cores,
-            self.threads or cores,
+            str(Path(self.path).expanduser().resolve()), self.context, self.parallel or cores, self.threads
         )
 
 
@@ -76,8 +75,9 @@ class LocalModel:
         params.model.path = self.settings.path
         params.n_ctx = self.settings.context
         params.n_parallel = self.settings.parallel
-        params.cpuparams.n_threads = self.settings.threads
-        params.cpuparams_batch.n_threads = self.settings.threads
+        self.threads = pick_threads(self.settings.threads)
+        params.cpuparams.n_threads = self.threads
+        params.cpuparams_batch.n_threads = self.threads
         params.hostnames = ["127.0.0.1"]
         params.port = 0  # any free port
         params.verbosity = 0
@@ -87,6 +87,7 @@ class LocalModel:
             raise LLMError(f"llama.cpp could not load {self.settings.path}: {type(e).__name__}: {e}") from e
         self.base_url: str = self._server.listening_address
         self.name = Path(self.settings.path).name.removesuffix(".gguf")
+        self._vocab_size: int | None = None
 
     @property
     def parallel(self) -> int:
@@ -115,18 +116,31 @@ class LocalModel:
     async def detokenize(self, ids: Sequence[int]) -> str:
         return str((await self._post("/detokenize", {"tokens": list(ids)}))["content"])
 
+    async def vocab_size(self) -> int:
+        """How many tokens the model's vocabulary holds (llama.cpp's ``/v1/models``), asked once."""
+        if self._vocab_size is None:
+            data = await self._request("GET", "/v1/models")
+            try:
+                self._vocab_size = int(data["data"][0]["meta"]["n_vocab"])
+            except (KeyError, IndexError, TypeError, ValueError) as e:
+                raise LLMError(f"llama.cpp's /v1/models did not give the vocabulary size: bad {e}") from None
+        return self._vocab_size
+
     async def complete(self, prompt_ids: Sequence[int], params: Mapping[str, Any]) -> Mapping[str, Any]:
         """llama.cpp's native completion of exactly ``prompt_ids`` with sampling ``params``."""
         return await self._post("/completion", {**params, "prompt": list(prompt_ids), "stream": False})
 
     async def _post(self, route: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        return await self._request("POST", route, body)
+
+    async def _request(self, method: str, route: str, body: Mapping[str, Any] | None = None) -> Any:
         async with httpx.AsyncClient(base_url=self.base_url, timeout=_TIMEOUT) as http:
             try:
-                resp = await http.post(route, json=body)
+                resp = await http.request(method, route, json=body)
             except httpx.TransportError as e:
                 raise LLMError(f"the local llama.cpp server at {self.base_url} failed: {e!r}") from e
         if resp.is_success:
-            return resp.json()  # type: ignore[no-any-return]
+            return resp.json()
         error = _error(resp)
         if error.get("type") == "exceed_context_size_error":
             raise ContextOverflowError(
