@@ -4,7 +4,8 @@ any sandbox asks for one.
 Why: moving a process into a cgroup v1 hierarchy waits for an RCU grace period (5-13 ms on a
 2-core VM, not CPU time), and every sandbox start paid it on its critical path, twice per RL
 episode (the agent's sandbox and the verifier's). A background thread keeps up to
-``$ARES_SANDBOX_PRELAUNCH`` inits (default 2; 0 turns this off) waiting for their config, each
+``$ARES_SANDBOX_PRELAUNCH`` inits (default 0: off, until every leak check of the suite tells a
+waiting init from a leaked one; 2 is what the benchmarks used) waiting for their config, each
 attached to a fresh set of empty memory/pids cgroups. ``take()`` hands one to a starting sandbox,
 whose limits then write their settings into exactly those cgroups before the init forks pid 1, as
 for an init attached on the spot: the init has not unshared, mounted or been told anything yet,
@@ -24,7 +25,7 @@ from pathlib import Path
 from ares.sandbox.local import cgroups, janitor, zygote
 
 ENV_SIZE = "ARES_SANDBOX_PRELAUNCH"
-DEFAULT_SIZE = 2
+DEFAULT_SIZE = 0
 #: The controllers a sandbox's default limits use (memory, pids); others are attached on start.
 CONTROLLERS = ("memory", "pids")
 
@@ -65,7 +66,7 @@ class Prelaunched:
 
 
 def size() -> int:
-    """How many inits to keep waiting ($ARES_SANDBOX_PRELAUNCH, default 2; 0 or junk: none)."""
+    """How many inits to keep waiting ($ARES_SANDBOX_PRELAUNCH, default 0; 0 or junk: none)."""
     value = os.environ.get(ENV_SIZE, str(DEFAULT_SIZE))
     return int(value) if value.isdigit() else 0
 
