@@ -22,13 +22,15 @@ FORK_BOMB = ":(){ :|:& };:"
 FORK_LOOP = (
     "python3 -c 'import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass'"
 )
-# Reserves {gib} GiB in 1 GiB chunks, then touches every page. {gib} is 64, capped by the host's available
-# memory so that a missing limit fails the test, not the host. Reserving first makes an address-space
-# limit (RLIMIT_AS) refuse at once instead of after filling real memory up to it.
+# Reserves 64 GiB in 1 GiB chunks (address space only), then touches every page of the first {gib}.
+# {gib} is 64 capped by the host's available memory, so that a missing limit fails the test, not the
+# host. Reserving all 64 first makes an address-space limit (RLIMIT_AS, 16 GiB by default) refuse at
+# once, whatever the host's free memory (touching only {gib} GiB would fit under it on a host with
+# less than about 19 GiB free).
 MEMORY_HOG = (
     "python3 -c 'import mmap\nchunks = []\n"
-    "for _ in range({gib}):\n    chunks.append(mmap.mmap(-1, 1 << 30, mmap.MAP_PRIVATE))\n"
-    'for c in chunks:\n    c[::4096] = b"\\x01" * (len(c) // 4096)\nprint("survived")\''
+    "for _ in range(64):\n    chunks.append(mmap.mmap(-1, 1 << 30, mmap.MAP_PRIVATE))\n"
+    'for c in chunks[:{gib}]:\n    c[::4096] = b"\\x01" * (len(c) // 4096)\nprint("survived")\''
 )
 OUTPUT_FLOOD = "head -c 300000000 /dev/zero | tr '\\0' a"
 # Leaves a writer on the command's stdout: 100 MB, then a marker sleep that keeps the fd open.
