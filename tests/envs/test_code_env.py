@@ -256,3 +256,23 @@ async def test_an_agent_that_kills_its_sandbox_is_still_verified(monkeypatch: py
         assert episode.status is EpisodeStatus.FINISHED and episode.error is None
         assert episode.sandbox_crash is not None and "did not answer" in episode.sandbox_crash
         assert episode.to_dict()["sandbox_crash"] == episode.sandbox_crash
+
+
+async def test_commands_are_logged_only_when_asked(humaneval: CodeEnvironment) -> None:
+    """A bare environment keeps nothing per command (and says so when asked for them); with
+    ``log_commands`` every command the agent ran is drained once, in order, with its result."""
+    await play_script(humaneval, commands("echo one", "echo two"))
+    with pytest.raises(EnvironmentStateError, match="log_commands=True"):
+        humaneval.drain_commands()
+    humaneval.log_commands = True
+    ts = await humaneval.reset(task=0)
+    ts = await humaneval.step(FMT.command("echo one"))
+    ts = await humaneval.step(FMT.command("echo two && exit 3"))
+    logged = humaneval.drain_commands()
+    assert [(c.cmd, c.result.stdout, c.result.exit_code) for c in logged] == [
+        ("echo one", "one\n", 0),
+        ("echo two && exit 3", "two\n", 3),
+    ]
+    assert humaneval.drain_commands() == []
+    while not ts.last():
+        ts = await humaneval.step(FMT.submit())

@@ -180,3 +180,21 @@ async def test_unparseable_response_step_keeps_its_trace(tmp_path: Path) -> None
     assert trace is not None and trace["response"]["content"] == "I will not use the command format."
     assert trace["env_state"]["commands"] == []  # nothing ran
     assert trace["prompt"][-1]["role"] == "user"  # the agent's format complaint, as the policy saw it
+
+
+@pytest.mark.parametrize("trace", ["off", "basic"])
+async def test_traces_turn_the_command_log_on_and_off_leaves_it_off(tmp_path: Path, trace: str) -> None:
+    """Only traces read commands: a collector without them leaves the environment keeping none."""
+    inner = ares.make("humaneval", tasks="0:1")
+    env = TrajectoryCollectingEnvironment(inner, JsonlCollector(tmp_path / "e.jsonl"), trace=trace)
+    assert inner.log_commands is (trace != "off")
+    async with env:
+        ts = await env.reset(task=0)
+        ts = await env.step(FMT.command("echo logged"))
+        while not ts.last():
+            ts = await env.step(FMT.submit())
+    (episode,) = load_episodes(tmp_path / "e.jsonl")
+    if trace == "off":
+        assert all(step.trace is None for step in episode.steps)
+    else:
+        assert [c["cmd"] for c in episode.steps[1].trace["env_state"]["commands"]] == ["echo logged"]

@@ -97,6 +97,22 @@ def test_a_declaration_must_be_a_frozenset_of_capabilities() -> None:
     assert declared(object()) == frozenset()  # declaring nothing is declaring no capability
 
 
+def test_a_set_of_plain_strings_equal_to_a_checked_declaration_is_still_refused() -> None:
+    """Capability is a StrEnum, so {"archive"} == {Capability.ARCHIVE}: the check that a declaration
+    was already validated goes by identity, never by equality."""
+
+    class Good:
+        capabilities = frozenset({Capability.ARCHIVE})
+
+    class Strings:
+        capabilities = frozenset({"archive"})
+
+    assert Strings.capabilities == Good.capabilities
+    assert declared(Good()) is Good.capabilities and declared(Good()) is Good.capabilities
+    with pytest.raises(TypeError, match="frozenset of Capability"):
+        declared(Strings())
+
+
 def test_require_names_the_backend_and_what_it_declares() -> None:
     class Bare:
         capabilities = frozenset({Capability.HALT})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import os
+import random
 import shutil
 import subprocess
 import tarfile
@@ -18,7 +19,7 @@ import pytest
 
 from ares.errors import VerifierError
 from ares.tasks import reward_files
-from ares.tasks.reward_archive import _plain_entries, read_logs_archive
+from ares.tasks.reward_archive import _byte_sum, _plain_entries, read_logs_archive
 from ares.tasks.reward_files import read_log_files, read_rewards
 
 
@@ -116,3 +117,13 @@ def test_a_damaged_archive_never_yields_a_reward(tmp_path: Path) -> None:
     header = next(i for i in range(0, len(data), 512) if data[i : i + 17] == b"verifier/reward.t")
     assert read_or_refuse(data[:header] + b"\xff" + data[header + 1 :]) == {}  # checksum off
     assert read_or_refuse(data[: header + 512 + 2]) == {}  # cut inside the reward's data
+
+
+def test_the_header_byte_sum_is_exact_for_any_header() -> None:
+    """The checksum's byte sum comes from Adler-32 halves: exact even at the extremes (all 0xff
+    bytes sum to 130,560, past Adler's modulus of 65,521 for a whole header)."""
+    rng = random.Random(31)
+    blocks = [bytes(512), b"\xff" * 512, b"\xff" * 256 + bytes(256), bytes(256) + b"\xff" * 256]
+    blocks += [rng.randbytes(512) for _ in range(2000)]
+    for block in blocks:
+        assert _byte_sum(block) == sum(block)

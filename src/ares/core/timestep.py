@@ -49,8 +49,11 @@ def restart(observation: ObsT) -> TimeStep[ObsT]:
 
 
 def transition(observation: ObsT, reward: float = 0.0, discount: float = 1.0) -> TimeStep[ObsT]:
-    """A MID step."""
-    return TimeStep(StepType.MID, reward, discount, observation)
+    """A MID step (built without the NamedTuple's Python ``__new__``: one per environment step)."""
+    return _new_tuple(TimeStep, (StepType.MID, reward, discount, observation))
+
+
+_new_tuple = tuple.__new__
 
 
 def termination(reward: float, observation: ObsT | None = None) -> TimeStep[ObsT]:

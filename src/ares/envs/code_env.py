@@ -50,6 +50,8 @@ from ares.snapshot.model import EnvironmentSnapshot
 from ares.snapshot.restoring import carry_over, snapshot_sandbox
 from ares.tasks.model import Task
 from ares.tasks.verifier import Verdict, verify
+from ares.tracing import spans
+from ares.tracing.spans import NO_SPAN
 
 TaskSelector = Task | int | str
 #: How long a cancelled agent gets to unwind before its sandbox is stopped under it.
@@ -72,6 +74,7 @@ class CodeEnvironment:
         closing: Sequence[AsyncClosable] = (),
         time_limit_clock: TimeLimitClock = "agent",
         token_renderer: TokenRenderer | None = None,
+        log_commands: bool = False,
     ) -> None:
         """``context_limit``: the policy's context window in prompt tokens (or a ``ContextWindow`` with
         a tokenizer's counter); a step whose prompt outgrows it ends the episode, truncated.
@@ -81,7 +84,9 @@ class CodeEnvironment:
         must not truncate episodes).
         ``token_renderer``: the policy model's chat template and tokenizer; the agent's requests then
         carry prompt ids that extend the previous prompt + completion token for token where the
-        conversation allows (see ``ares.llm.tokens``)."""
+        conversation allows (see ``ares.llm.tokens``).
+        ``log_commands``: keep every command the agent runs for ``drain_commands()`` (rollout traces
+        turn it on when they wrap the environment; off, an environment keeps nothing per command)."""
         self._clock = AgentClock(time_limit_clock, self._on_time_limit)
         if not tasks:
             raise TaskError("CodeEnvironment needs at least one task")
@@ -102,6 +107,7 @@ class CodeEnvironment:
         self.task: Task | None = None
         self._sandbox: Sandbox | None = None
         self._commands: list[CommandRecord] = []
+        self.log_commands = log_commands
         self._client: InterceptedLLMClient | None = None
         self._agent: asyncio.Task[None] | None = None
         self.token_renderer = token_renderer
@@ -123,7 +129,13 @@ class CodeEnvironment:
         return self._clock.kind
 
     def drain_commands(self) -> list[CommandRecord]:
-        """The commands the agent ran since the last call (rollout traces read them once per step)."""
+        """The commands the agent ran since the last call (rollout traces read them once per step).
+        Needs ``log_commands``; from the episode after it is turned on."""
+        if not self.log_commands:
+            raise EnvironmentStateError(
+                "this environment does not log its agent's commands: pass log_commands=True (a"
+                " TrajectoryCollectingEnvironment with traces turns it on)"
+            )
         commands, self._commands[:] = list(self._commands), []
         return commands
 
@@ -176,9 +188,38 @@ class CodeEnvironment:
         if not isinstance(action, LLMResponse):
             raise TypeError(f"actions must be ares.LLMResponse, got {type(action).__name__}")
         self._stepping = True
+        episode, client, agent = self.episode, self._client, self._agent
+        assert episode is not None and client is not None and agent is not None
+        # One coroutine per step, and no span object while tracing is off: this is the hot path.
+        level = spans.current_rank()
+        span = tracing.span("env.step", cat="env", step=episode.steps + 1) if level else NO_SPAN
         try:
-            with tracing.span("env.step", cat="env", step=self.episode.steps + 1 if self.episode else 0):
-                return await self._step(action)
+            with span:
+                # The policy answered: count its time, tokens and cost (never on the agent's clock).
+                thought = self._clock.from_policy()
+                if thought is not None:
+                    episode.policy_latency_s += thought
+                    if action.usage is not None or action.cost is not None:
+                        episode.count_policy(0.0, action.usage, action.cost)
+                episode.steps += 1
+                try:
+                    if not agent.done():
+                        client.respond(action)
+                        traced = level >= spans.FULL
+                        request = await (self._agent_turn(client) if traced else client.next_request())
+                        if self.context_window is not None and self.context_window.overflows(request):
+                            return await self._finish("context_limit")
+                        if self.step_limit is None or episode.steps < self.step_limit:
+                            self._observation = request  # as _to_policy, inlined
+                            self._clock.to_policy()
+                            return transition(request)
+                        return await self._finish("step_limit")
+                except AgentFinished:
+                    pass
+                except asyncio.CancelledError:
+                    await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
+                    raise
+                return await self._finish(None)
         finally:
             self._stepping = False
             if self._boundary_waiters:
@@ -186,33 +227,6 @@ class CodeEnvironment:
                 for waiter in waiters:
                     if not waiter.done():
                         waiter.set_result(None)
-
-    async def _step(self, action: LLMResponse) -> TimeStep[LLMRequest]:
-        episode, client, agent = self.episode, self._client, self._agent
-        assert episode is not None and client is not None and agent is not None
-        # The policy answered: count its time, tokens and cost (never on the agent's clock).
-        thought = self._clock.from_policy()
-        if thought is not None:
-            episode.policy_latency_s += thought
-            if action.usage is not None or action.cost is not None:
-                episode.count_policy(0.0, action.usage, action.cost)
-        episode.steps += 1
-        try:
-            if not agent.done():
-                client.respond(action)
-                request = await self._agent_turn(client)
-                if self.context_window is not None and self.context_window.overflows(request):
-                    return await self._finish("context_limit")
-                if self.step_limit is None or episode.steps < self.step_limit:
-                    self._to_policy(request)
-                    return transition(request)
-                return await self._finish("step_limit")
-        except AgentFinished:
-            pass
-        except asyncio.CancelledError:
-            await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
-            raise
-        return await self._finish(None)
 
     @staticmethod
     async def _agent_turn(client: InterceptedLLMClient) -> LLMRequest:
@@ -400,7 +414,8 @@ class CodeEnvironment:
             llm = TokenExactClient(client, self.token_renderer, resume=resume.observation if resume else None)
         assert self.episode is not None
         self._commands = []
-        watched = CommandLog(sandbox, self.episode.limit_hits, self._commands)
+        log = self._commands if self.log_commands else None
+        watched = CommandLog(sandbox, self.episode.limit_hits, log)
         with tracing.span("agent.start", cat="agent") as span:  # until the agent's first LLM request
             agent = self._agent_factory(sandbox=cast(Sandbox, watched), llm=llm, task=task)
             span.set("agent", type(agent).__name__)

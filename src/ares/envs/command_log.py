@@ -39,7 +39,7 @@ class CommandRecord:
 
 
 class CommandLog(ForwardingSandbox, traced=()):
-    """The agent's view of ``sandbox``: ``exec`` also logs the command and counts limit hits.
+    """The agent's view of ``sandbox``: ``exec`` counts limit hits and logs the command into ``log``.
 
     It passes on only what an agent may use: a loopback listener (for an agent inside that calls the
     LLM proxy). The verifier's forks, halts and snapshots stay with the environment, which holds the
@@ -48,7 +48,7 @@ class CommandLog(ForwardingSandbox, traced=()):
 
     passes = frozenset({Capability.LOOPBACK})
 
-    def __init__(self, sandbox: Sandbox, hits: Counter[str], log: list[CommandRecord]) -> None:
+    def __init__(self, sandbox: Sandbox, hits: Counter[str], log: list[CommandRecord] | None) -> None:
         self._sandbox = sandbox
         self._hits = hits
         self._log = log
@@ -65,8 +65,12 @@ class CommandLog(ForwardingSandbox, traced=()):
         timeout_s: float | None = None,
         stdin: bytes | None = None,
     ) -> ExecResult:
-        result = await self._sandbox.exec(cmd, cwd=cwd, env=env, timeout_s=timeout_s, stdin=stdin)
-        self._log.append(CommandRecord(cmd, cwd, result))
+        if cwd is None and env is None and timeout_s is None and stdin is None:  # most commands
+            result = await self._sandbox.exec(cmd)  # no keywords: cheaper through the tracing wrapper
+        else:
+            result = await self._sandbox.exec(cmd, cwd=cwd, env=env, timeout_s=timeout_s, stdin=stdin)
+        if self._log is not None:  # None: nobody reads the commands (no traces)
+            self._log.append(CommandRecord(cmd, cwd, result))
         if result.limit_hit is not None:
             self._hits[result.limit_hit] += 1
         return result

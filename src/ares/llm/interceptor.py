@@ -52,13 +52,13 @@ class InterceptedLLMClient:
             raise asyncio.CancelledError("the environment owning this LLM client was closed")
         if self._response_waiter is not None:
             raise EnvironmentStateError("concurrent LLM calls from one agent are not supported")
-        response_waiter = self._loop.create_future()
-        self._response_waiter = response_waiter
-        if not self._request_waiter.done():
-            self._request_waiter.set_result(request)
+        response_waiter = self._response_waiter = self._loop.create_future()
+        request_waiter = self._request_waiter
+        if not request_waiter.done():
+            request_waiter.set_result(request)
         try:
-            return await response_waiter
-        finally:
+            response = await response_waiter
+        except BaseException:
             self._response_waiter = None
             waiter = self._request_waiter
             unread = waiter.done() and not waiter.cancelled() and waiter.exception() is None
@@ -66,6 +66,11 @@ class InterceptedLLMClient:
                 # Cancelled before the environment read it: withdraw the request, or it would
                 # shadow the next call's and the policy would answer a stale observation.
                 self._request_waiter = self._loop.create_future()
+            raise
+        # A response comes only after the environment read the request (respond() needs this call's
+        # waiter, and step() answers only what next_request() returned): nothing to withdraw.
+        self._response_waiter = None
+        return response
 
     def watch(self, agent_task: asyncio.Future[object]) -> None:
         """Make ``next_request`` raise AgentFinished once ``agent_task`` ends (registered once)."""

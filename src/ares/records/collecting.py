@@ -46,7 +46,10 @@ TraceLevel = Literal["off", "basic", "full"]
 
 @runtime_checkable
 class CommandSource(Protocol):
-    """An environment that logs its agent's commands (a CodeEnvironment): traces take each step's."""
+    """An environment that can log its agent's commands (a CodeEnvironment): traces turn the log on
+    and take each step's."""
+
+    log_commands: bool
 
     def drain_commands(self) -> list[Any]: ...
 
@@ -72,7 +75,10 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         self._passthrough = isinstance(self.collector, NullCollector) and trace == "off"
         # Looked up once: the hot path only follows references.
         self._inner = self.unwrapped
-        self._drain_commands = self._inner.drain_commands if isinstance(self._inner, CommandSource) else None
+        self._drain_commands = None
+        if trace != "off" and isinstance(self._inner, CommandSource):
+            self._inner.log_commands = True  # only traces read them: a bare environment keeps none
+            self._drain_commands = self._inner.drain_commands
         self._episode_id: str | None = None
         self._index = 0
         self._total = 0.0

@@ -82,9 +82,18 @@ def declared(obj: object) -> frozenset[Capability]:
     """What ``obj`` declares it can do; an object that declares nothing can do nothing beyond the
     protocol. A declaration that is not a set of ``Capability`` is an error, not an empty set."""
     value = getattr(obj, "capabilities", NONE)
+    if _VALID.get(id(value)) is value:  # this very object was checked: asked several times an episode
+        return value
     if not isinstance(value, frozenset) or not all(isinstance(c, Capability) for c in value):
         raise TypeError(f"{type(obj).__name__}.capabilities must be a frozenset of Capability, got {value!r}")
+    if len(_VALID) < 4096:  # mostly class attributes, a handful; never grow without bound
+        _VALID[id(value)] = value
     return value
+
+
+#: Declaration objects already found to be frozensets of Capability, by identity (an equal set of
+#: plain strings is not one: Capability is a StrEnum). Holding them keeps their ids unique.
+_VALID: dict[int, frozenset[Capability]] = {}
 
 
 def supports(obj: object, capability: Capability) -> bool:

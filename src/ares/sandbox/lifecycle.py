@@ -69,9 +69,13 @@ def _traced(op: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awa
     level, name = TRACED_OPS[op], f"sandbox.{op}"
 
     @functools.wraps(method)
-    async def traced(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def traced(self: Any, *args: Any, **kwargs: Any) -> Awaitable[Any]:
+        # Untraced, the method's own coroutine is returned: no second frame on every command.
         if not tracing.enabled(level):
-            return await method(self, *args, **kwargs)
+            return method(self, *args, **kwargs)
+        return in_span(self, *args, **kwargs)
+
+    async def in_span(self: Any, *args: Any, **kwargs: Any) -> Any:
         with tracing.span(name, cat="sandbox", level=level, backend=type(self).__name__) as span:
             if op == "exec":
                 span.set("cmd", str(args[0] if args else kwargs.get("cmd", ""))[:200])

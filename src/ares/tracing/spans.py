@@ -70,6 +70,15 @@ class _NoSpan:
 NO_SPAN = _NoSpan()
 
 
+#: ``current_rank()`` of each level: hot paths compare ranks instead of calling ``enabled`` per event.
+BASIC, FULL = _RANK["basic"], _RANK["full"]
+
+
+def current_rank() -> int:
+    """The level now as a rank: 0 (off), ``BASIC`` or ``FULL``."""
+    return _rank
+
+
 def enabled(level: Literal["basic", "full"] = "basic") -> bool:
     """Whether spans of ``level`` are recorded now (a global read: call it freely)."""
     return _rank >= _RANK[level]
