@@ -43,24 +43,25 @@ class TimeStep(NamedTuple, Generic[ObsT]):
         return self.step_type is StepType.LAST
 
 
+#: The helpers build TimeSteps without the NamedTuple's Python ``__new__`` (one per environment step).
+_new_tuple = tuple.__new__
+
+
 def restart(observation: ObsT) -> TimeStep[ObsT]:
     """The FIRST step of an episode."""
-    return TimeStep(StepType.FIRST, None, None, observation)
+    return _new_tuple(TimeStep, (StepType.FIRST, None, None, observation))
 
 
 def transition(observation: ObsT, reward: float = 0.0, discount: float = 1.0) -> TimeStep[ObsT]:
-    """A MID step (built without the NamedTuple's Python ``__new__``: one per environment step)."""
+    """A MID step."""
     return _new_tuple(TimeStep, (StepType.MID, reward, discount, observation))
-
-
-_new_tuple = tuple.__new__
 
 
 def termination(reward: float, observation: ObsT | None = None) -> TimeStep[ObsT]:
     """The LAST step of an episode that ended on its own (discount 0)."""
-    return TimeStep(StepType.LAST, reward, 0.0, observation)
+    return _new_tuple(TimeStep, (StepType.LAST, reward, 0.0, observation))
 
 
 def truncation(reward: float, observation: ObsT | None = None) -> TimeStep[ObsT]:
     """The LAST step of an episode cut short by a limit (discount 1: the future still counts)."""
-    return TimeStep(StepType.LAST, reward, 1.0, observation)
+    return _new_tuple(TimeStep, (StepType.LAST, reward, 1.0, observation))

@@ -161,7 +161,11 @@ class CodeEnvironment:
         episode = Episode(id=secrets.token_hex(8), task_id=chosen.id, seed=seed)
         self.episode, self.task = episode, chosen
         self._active, self._time_limited = True, False
-        with tracing.span("env.reset", cat="env", task=chosen.id, episode=episode.id, seed=seed):
+        with (
+            tracing.span("env.reset", cat="env", task=chosen.id, episode=episode.id, seed=seed)
+            if spans.current_rank()
+            else NO_SPAN  # no span object, nor its attributes, while tracing is off
+        ):
             try:
                 request = await self._start(chosen)
                 self._to_policy(request)
@@ -416,7 +420,8 @@ class CodeEnvironment:
         self._commands = []
         log = self._commands if self.log_commands else None
         watched = CommandLog(sandbox, self.episode.limit_hits, log)
-        with tracing.span("agent.start", cat="agent") as span:  # until the agent's first LLM request
+        # A span until the agent's first LLM request (no span object, nor its attributes, when off).
+        with tracing.span("agent.start", cat="agent") if spans.current_rank() else NO_SPAN as span:
             agent = self._agent_factory(sandbox=cast(Sandbox, watched), llm=llm, task=task)
             span.set("agent", type(agent).__name__)
             if resume is not None:
@@ -475,7 +480,11 @@ class CodeEnvironment:
                 await self._teardown(EpisodeStatus.ERRORED, error)
                 return termination(0.0)
             reason = limit or getattr(self._agent_obj, "exit_status", None) or "agent_finished"
-            with tracing.span("env.verify", cat="env", task=task.id) as span:
+            with (
+                tracing.span("env.verify", cat="env", task=task.id)
+                if spans.current_rank()
+                else NO_SPAN as span
+            ):
                 verdict = await verify(task, sandbox)
                 span.set("reward", verdict.reward)
         except asyncio.CancelledError:

@@ -233,11 +233,10 @@ def _verdict(
     mode: str,
     outside: DiffSummary | None,
 ) -> Verdict:
-    evidence = Verdict(math.nan, {}, output, mode, files, outside)
     try:
         found = reward_from(rewards)
     except VerifierError as exc:
-        exc.evidence = evidence
+        exc.evidence = Verdict(math.nan, {}, output, mode, files, outside)
         raise
     if found is None:
         why = (
@@ -249,7 +248,7 @@ def _verdict(
         error = VerifierError(
             f"tests/test.sh ({why}) wrote neither reward.json nor reward.txt. Output tail:\n{tail}"
         )
-        error.evidence = evidence
+        error.evidence = Verdict(math.nan, {}, output, mode, files, outside)
         raise error
     reward, terms = found
     return Verdict(reward, terms, output, mode, files, outside)
