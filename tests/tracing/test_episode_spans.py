@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +16,8 @@ from ares.policies import make_policy
 from ares.policies.openai import OpenAIPolicy
 from ares.records.collectors import JsonDirCollector
 from ares.rollout.runner import run_episodes
+from ares.sandbox.base import ExecResult
+from ares.sandbox.lifecycle import StartStopContext
 from conftest import by_name, inside, slices, track_names
 from fake_openai import FakeOpenAI
 
@@ -93,3 +96,49 @@ async def test_policy_http_span_at_full(llm_server: str) -> None:
     assert response.tool_calls[0].name == "bash"  # the fake server's canned completion
     (span,) = by_name(tracing.drain(), "policy.http")
     assert span["cat"] == "policy" and span["args"]["model"] == "m"
+
+
+async def test_sandbox_spans_follow_the_level_whenever_the_backend_class_was_made() -> None:
+    """The span wrappers sit on a backend class only while tracing records their level: a class
+    made while tracing is off records once it is on, and is back to its own methods once off."""
+
+    class Quick(StartStopContext):
+        async def start(self) -> None:
+            return None
+
+        async def stop(self) -> None:
+            return None
+
+        async def exec(self, cmd: str, **_: object) -> ExecResult:
+            return ExecResult(cmd, "", 0, False, 0.0)
+
+    written = Quick.__dict__["_ares_traced_ops"]
+    assert Quick.__dict__["exec"] is written["exec"][0]  # off: the method as written, no wrapper
+    tracing.configure("basic", process="levels")
+    assert Quick.__dict__["start"] is written["start"][1] and Quick.__dict__["exec"] is written["exec"][0]
+    tracing.configure("full", process="levels")
+    async with Quick() as sandbox:
+        assert (await sandbox.exec("echo hi")).stdout == "echo hi"
+    names = [e["name"] for e in slices(tracing.drain())]
+    assert sorted(names) == ["sandbox.exec", "sandbox.start", "sandbox.stop"]
+    tracing.shutdown()
+    assert all(Quick.__dict__[op] is own for op, (own, _) in written.items())
+    async with Quick() as sandbox:
+        await sandbox.exec("true")
+    assert tracing.drain() == []
+
+
+async def test_a_cancelled_step_ends_its_span_errored(tmp_path: Path) -> None:
+    """step() opens and closes its span by hand (no ``with`` on the hot path): an exception escaping
+    the step still ends the span, marked with the error."""
+    tracing.configure("basic", process="driver")
+    env = ares.make("humaneval", tasks="0:1")
+    async with env:
+        await env.reset(task=0)
+        stepping = asyncio.ensure_future(env.step(env.action_format.command("sleep 30")))
+        await asyncio.sleep(0.5)
+        stepping.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await stepping
+    (step,) = by_name(tracing.drain(), "env.step")
+    assert step["args"]["error"] == "CancelledError"

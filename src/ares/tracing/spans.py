@@ -8,7 +8,7 @@ instrumented never needs it.
 from __future__ import annotations
 
 import atexit
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -28,6 +28,7 @@ DEFAULT_MAX_EVENTS = 1_000_000
 _rank = 0
 _tracer: Tracer | None = None
 _atexit_registered = False
+_listeners: list[Callable[[int], None]] = []
 
 
 class TracingUnavailableError(AresError):
@@ -79,6 +80,21 @@ def current_rank() -> int:
     return _rank
 
 
+def on_level_change(listener: Callable[[int], None]) -> None:
+    """Call ``listener(rank)`` now and after every change of level: instrumentation that puts its
+    wrappers in place only while they would record (the sandboxes' operations) costs nothing off."""
+    _listeners.append(listener)
+    listener(_rank)
+
+
+def _set_rank(rank: int) -> None:
+    global _rank
+    changed, _rank = rank != _rank, rank
+    if changed:
+        for listener in _listeners:
+            listener(rank)
+
+
 def enabled(level: Literal["basic", "full"] = "basic") -> bool:
     """Whether spans of ``level`` are recorded now (a global read: call it freely)."""
     return _rank >= _RANK[level]
@@ -121,7 +137,7 @@ def configure(
     ``provider``: an OpenTelemetry ``TracerProvider`` of your own (say, with an OTLP exporter) to
     record into; by default ARES makes one (``provider()`` returns it, to add exporters to).
     """
-    global _rank, _tracer, _atexit_registered
+    global _tracer, _atexit_registered
     if level not in _RANK:
         raise ValueError(f"trace level must be one of: {', '.join(_RANK)}; got {level!r}")
     if level == "off":
@@ -145,7 +161,8 @@ def configure(
             _atexit_registered = True
     else:
         tracer.rename(process, max_events=max_events)
-    _tracer, _rank = tracer, _RANK[level]
+    _tracer = tracer
+    _set_rank(_RANK[level])
 
 
 def provider() -> TracerProvider | None:
@@ -162,7 +179,8 @@ def drain() -> list[dict[str, Any]]:
 def shutdown() -> None:
     """Flush the provider's exporters and switch tracing off; ``span()`` is a no-op again. Events not
     drained yet are lost, so drain (or write) first."""
-    global _rank, _tracer
-    tracer, _tracer, _rank = _tracer, None, 0
+    global _tracer
+    tracer, _tracer = _tracer, None
+    _set_rank(0)
     if tracer is not None:
         tracer.close()
