@@ -191,7 +191,6 @@ class CodeEnvironment:
             )  # fmt: skip
         if not isinstance(action, LLMResponse):
             raise TypeError(f"actions must be ares.LLMResponse, got {type(action).__name__}")
-        self._stepping = True
         episode, client, agent = self.episode, self._client, self._agent
         assert episode is not None and client is not None and agent is not None
         # The hot path: one coroutine per step, and while tracing is off no span object nor even a
@@ -200,6 +199,7 @@ class CodeEnvironment:
         span = tracing.span("env.step", cat="env", step=episode.steps + 1) if level else None
         if span is not None:
             span.__enter__()
+        self._stepping = True
         try:
             # The policy answered: count its time, tokens and cost (never on the agent's clock).
             thought = self._clock.from_policy()
