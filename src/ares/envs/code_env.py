@@ -51,7 +51,6 @@ from ares.snapshot.restoring import carry_over, snapshot_sandbox
 from ares.tasks.model import Task
 from ares.tasks.verifier import Verdict, verify
 from ares.tracing import spans
-from ares.tracing.spans import NO_SPAN
 
 TaskSelector = Task | int | str
 #: How long a cancelled agent gets to unwind before its sandbox is stopped under it.
@@ -164,7 +163,7 @@ class CodeEnvironment:
         with (
             tracing.span("env.reset", cat="env", task=chosen.id, episode=episode.id, seed=seed)
             if spans.current_rank()
-            else NO_SPAN  # no span object, nor its attributes, while tracing is off
+            else spans.NO_SPAN  # no span object, nor its attributes, while tracing is off
         ):
             try:
                 request = await self._start(chosen)
@@ -430,7 +429,7 @@ class CodeEnvironment:
         log = self._commands if self.log_commands else None
         watched = CommandLog(sandbox, self.episode.limit_hits, log)
         # A span until the agent's first LLM request (no span object, nor its attributes, when off).
-        with tracing.span("agent.start", cat="agent") if spans.current_rank() else NO_SPAN as span:
+        with tracing.span("agent.start", cat="agent") if spans.current_rank() else spans.NO_SPAN as span:
             agent = self._agent_factory(sandbox=cast(Sandbox, watched), llm=llm, task=task)
             span.set("agent", type(agent).__name__)
             if resume is not None:
@@ -492,7 +491,7 @@ class CodeEnvironment:
             with (
                 tracing.span("env.verify", cat="env", task=task.id)
                 if spans.current_rank()
-                else NO_SPAN as span
+                else spans.NO_SPAN as span
             ):
                 verdict = await verify(task, sandbox)
                 span.set("reward", verdict.reward)

@@ -94,16 +94,11 @@ spans.on_level_change(_install_all)
 
 
 def _traced(op: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-    """``method`` in a ``sandbox.<op>`` span when tracing is on at the op's level, as is otherwise."""
+    """``method`` in a ``sandbox.<op>`` span (a no-op span if called after tracing went off, through a
+    bound method kept from before)."""
     level, name = TRACED_OPS[op], f"sandbox.{op}"
 
     @functools.wraps(method)
-    def traced(self: Any, *args: Any, **kwargs: Any) -> Awaitable[Any]:
-        # Reached untraced only through a bound method kept from a traced time: no second frame.
-        if not tracing.enabled(level):
-            return method(self, *args, **kwargs)
-        return in_span(self, *args, **kwargs)
-
     async def in_span(self: Any, *args: Any, **kwargs: Any) -> Any:
         with tracing.span(name, cat="sandbox", level=level, backend=type(self).__name__) as span:
             if op == "exec":
@@ -115,4 +110,4 @@ def _traced(op: str, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awa
                     span.set("timed_out", True)
             return result
 
-    return traced
+    return in_span

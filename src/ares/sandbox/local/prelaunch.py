@@ -4,8 +4,9 @@ any sandbox asks for one.
 Why: moving a process into a cgroup v1 hierarchy waits for an RCU grace period (5-13 ms on a
 2-core VM, not CPU time), and every sandbox start paid it on its critical path, twice per RL
 episode (the agent's sandbox and the verifier's). A background thread keeps up to
-``$ARES_SANDBOX_PRELAUNCH`` inits (default 0: off, until every leak check of the suite tells a
-waiting init from a leaked one; 2 is what the benchmarks used) waiting for their config, each
+``$ARES_SANDBOX_PRELAUNCH`` inits (default 0: off; measured quietly, 2 take 6-7 ms off a lone
+episode's reset but nothing off episodes/s at concurrency 2 or more, since the refill spends that
+CPU anyway: docs/benchmarks.md) waiting for their config, each
 attached to a fresh set of empty memory/pids cgroups. ``take()`` hands one to a starting sandbox,
 whose limits then write their settings into exactly those cgroups before the init forks pid 1, as
 for an init attached on the spot: the init has not unshared, mounted or been told anything yet,
