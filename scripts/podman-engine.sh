@@ -46,6 +46,8 @@ start() {
   write_conf
   if ! ping; then
     rm -f "$SOCK"
+    # From the state dir: conmon writes an `oom` file into the service's working directory.
+    cd "$STATE"
     setsid nohup podman system service --time=0 "unix://$SOCK" \
       > "$STATE/service.log" 2>&1 < /dev/null &
     echo $! > "$STATE/service.pid"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import ares
+import host_processes
 from ares.agents.external import ExternalAgent, ExternalAgentConfig, ExternalAgentFactory, tool_loop_cli
 from ares.agents.tool_agent import ToolActionFormat, tool_call, tool_calls_response
 from ares.envs.code_env import CodeEnvironment
@@ -199,8 +200,7 @@ async def test_closing_mid_episode_leaves_no_agent_process_or_task() -> None:
     await asyncio.sleep(0)
     leftover = {t for t in asyncio.all_tasks() if t is not asyncio.current_task()} - tasks_before
     assert not [t for t in leftover if not t.done()]
-    pgrep = await asyncio.create_subprocess_exec("pgrep", "-f", "tool_loop_cli.py", stdout=subprocess.PIPE)
-    assert (await pgrep.communicate())[0] == b""
+    assert host_processes.processes_with("tool_loop_cli.py") == []
 
 
 async def test_an_agent_that_never_calls_its_llm_fails_reset_clearly() -> None:

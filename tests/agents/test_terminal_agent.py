@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import ares
+import host_processes
 from ares.agents import StatefulAgent
 from ares.agents.bash_parser import FormatError
 from ares.agents.terminal import (
@@ -54,15 +55,7 @@ def screen(ts: ares.TimeStep) -> str:
 
 def tmux_servers() -> list[int]:
     """Host pids of processes started with the terminal agent's socket (the sandboxes share our /proc)."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if SOCKET.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                    pids.append(int(entry))
-            except OSError:
-                continue
-    return pids
+    return host_processes.processes_with(SOCKET)
 
 
 async def play(env: CodeEnvironment, policy: str, task: int = 0) -> ares.TimeStep:
