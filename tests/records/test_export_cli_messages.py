@@ -1,4 +1,4 @@
-"""`ares export` errors are one line and keep what Rich would read as markup (install hints)."""
+"""`ares export` errors are one line and keep what Rich would read as markup (paths, install hints)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ import pytest
 import typer
 from aligned_data import episode, write_records
 
-from ares.cli.export import _fail, export
+from ares.cli.export import export
 from ares.records import JsonDirCollector
 
 
-def test_install_hints_keep_their_brackets(capsys: pytest.CaptureFixture[str]) -> None:
-    error = _fail("Parquet export needs pyarrow: pip install 'ares[parquet]'")
-    assert isinstance(error, typer.Exit) and error.exit_code == 2
-    err = capsys.readouterr().err
-    assert "pip install 'ares[parquet]'" in err and len(err.strip().splitlines()) == 1
+def test_errors_keep_their_brackets(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "runs[/x]" / "ares[parquet]"
+    with pytest.raises(typer.Exit) as exited:
+        export(missing, fmt="sft", out=None, only_successful=False, per_turn=False)
+    assert exited.value.exit_code == 2
+    assert capsys.readouterr().err == f"error: {missing} does not exist\n"
 
 
 def test_per_turn_is_for_sft_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,7 +1,10 @@
-"""What every ``ares`` command shares: one-line errors (exit 2) and the app that prints them.
+"""What every ``ares`` command shares: one-line errors (exit 2), literal output, and the app.
 
-Messages are plain text: they often hold ``pip install 'ares[docker]'``-style hints, paths and
-Dockerfile lines, which Rich would read as markup, so they are escaped before printing.
+Everything the CLI prints is plain text: messages often hold ``pip install 'ares[docker]'``-style
+hints, ``os/arch[/variant]``, paths, image references and exception texts, which Rich would read
+as console markup (swallowing ``[docker]``, or failing on ``[/variant]``). So no console here reads
+markup (``plain_console``; styles go on ``rich.text.Text`` around the data), and help texts are
+shown as written (``App``: Typer's ``rich_markup_mode=None``, click's plain help layout).
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
+from typer.core import TyperGroup
 
 try:  # typer >= 0.26 ships its own copy of click (and no longer depends on click)
     from typer._click import exceptions as _click
@@ -20,18 +24,31 @@ except ImportError:  # pragma: no cover - older typer raises click's own excepti
 
 _NO_ARGS = getattr(_click, "NoArgsIsHelpError", ())
 
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+#: Words of a command's first sentence shown in its group's list: all of them (click would cut it).
+_WHOLE_SENTENCE = 10_000
+
+
+def plain_console(*, stderr: bool = False, **options: Any) -> Console:
+    """A console that prints strings as they are: no markup, no ``:emoji:`` codes, no highlighting."""
+    return Console(stderr=stderr, markup=False, emoji=False, highlight=False, **options)
+
+
+err_console = plain_console(stderr=True, soft_wrap=True)
 
 
 def fail(message: str) -> typer.Exit:
     """Print ``error: message`` on one line of stderr; raise the result to exit with code 2."""
-    err_console.print(f"[bold red]error:[/] {escape(one_line(message))}")
+    _say_error(one_line(message))
     return typer.Exit(code=2)
 
 
 def warn(message: str) -> None:
     """Print ``warning: message`` on one line of stderr (the run goes on)."""
-    err_console.print(f"[yellow]warning:[/] {escape(one_line(message))}")
+    err_console.print(Text.assemble(("warning:", "yellow"), " ", one_line(message)))
+
+
+def _say_error(line: str) -> None:
+    err_console.print(Text.assemble(("error:", "bold red"), " ", line))
 
 
 def one_line(message: str) -> str:
@@ -39,12 +56,32 @@ def one_line(message: str) -> str:
     return " ".join(part.strip() for part in message.strip().splitlines() if part.strip())
 
 
-class App(typer.Typer):
-    """A Typer app whose usage errors (unknown option, bad value, missing argument) are one line.
+class _Group(TyperGroup):
+    """Plain help that lists each subcommand with its whole first sentence (click cuts it to fit)."""
 
-    Typer shows them as a framed panel of five or more lines; here they read
-    ``error: Invalid value for '--concurrency' / '-c': ... (see 'ares run --help')`` and exit 2.
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=_WHOLE_SENTENCE)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+class App(typer.Typer):
+    """A Typer app whose help is shown as written and whose usage errors are one line.
+
+    Help: no Rich markup is read (``rich_markup_mode=None``, for the app and, through it, every
+    command and sub-app), so ``[/variant]`` or ``ares[docker]`` in a docstring or ``help=`` stays.
+    Usage errors (unknown option, bad value, missing argument): Typer shows a framed panel of five or
+    more lines; here they read ``error: Invalid value for '--concurrency' / '-c': ... (see 'ares run
+    --help')`` and exit 2.
     """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(rich_markup_mode=None, cls=_Group, **options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("standalone_mode", False)
@@ -57,10 +94,10 @@ class App(typer.Typer):
         except _click.UsageError as exc:
             where = exc.ctx.command_path if exc.ctx else "ares"
             message = f"{exc.format_message()} (see '{where} --help')"
-            err_console.print(f"[bold red]error:[/] {escape(one_line(message))}")
+            _say_error(one_line(message))
             _exit(exc.exit_code)
         except _click.ClickException as exc:
-            err_console.print(f"[bold red]error:[/] {escape(one_line(exc.format_message()))}")
+            _say_error(one_line(exc.format_message()))
             _exit(exc.exit_code)
         except typer.Abort:
             err_console.print("aborted")

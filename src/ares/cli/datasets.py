@@ -5,18 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from ares.cli.common import fail
+from ares.cli.common import App, fail, plain_console
 from ares.cli.run_options import RegistryOption
 from ares.errors import AresError
 
-app = typer.Typer(
-    help="Datasets of a Harbor registry (for `ares run harbor --dataset`).", no_args_is_help=True
-)
-console = Console(highlight=False)
+app = App(help="Datasets of a Harbor registry (for `ares run harbor --dataset`).", no_args_is_help=True)
+console = plain_console()
 
 
 @app.command("list")
@@ -31,8 +27,8 @@ def list_datasets(
         found = read_registry(registry, datasets_cache() / "registries")
     except AresError as exc:
         raise fail(str(exc)) from None
-    table = Table("dataset", "tasks", "description", title=escape(found.origin))
+    table = Table("dataset", "tasks", "description", title=found.origin)
     for dataset in found.datasets:
         if name is None or name.lower() in dataset.name.lower():
-            table.add_row(escape(dataset.label), str(len(dataset.raw_tasks)), escape(dataset.description))
+            table.add_row(dataset.label, str(len(dataset.raw_tasks)), dataset.description)
     console.print(table)

@@ -6,12 +6,13 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from ares.cli.common import plain_console
 from ares.doctor import Diagnosis, diagnose
 
-console = Console(highlight=False)
+console = plain_console()
 
 
 def doctor(
@@ -37,23 +38,23 @@ def _print(diagnosis: Diagnosis) -> None:
     columns = ["check", "", "detail", *(["fix"] if fixes else [])]
     checks = Table(*columns, title=f"checks (running as {who})", title_justify="left")
     for check in diagnosis.checks:
-        mark = "[green]ok[/]" if check.ok else "[red]no[/]"
+        mark = Text("ok", style="green") if check.ok else Text("no", style="red")
         fix = [check.fix or ""] if fixes else []
         checks.add_row(check.name, mark, check.detail, *fix)
     backends = Table("backend", "status", title="backends", title_justify="left")
     for backend in diagnosis.backends:
         style = "green" if backend.ready else "red"
-        backends.add_row(backend.name, f"[{style}]{backend.detail}[/]")
+        backends.add_row(backend.name, Text(backend.detail, style=style))
     limits = Table("limit", "enforced by", "detail", title="limits (local backend)", title_justify="left")
     for limit in diagnosis.limits:
         style = "red" if limit.mechanism in ("unenforced", "unavailable") else "green"
-        limits.add_row(limit.resource, f"[{style}]{limit.mechanism}[/]", limit.detail)
+        limits.add_row(limit.resource, Text(limit.mechanism, style=style), limit.detail)
     for table in (checks, backends, limits):
         console.print(table)
     if diagnosis.install:
         console.print("to install what is missing:")
         for command in diagnosis.install:
-            console.print(f"  {command}", soft_wrap=True, markup=False)
+            console.print(f"  {command}", soft_wrap=True)
     else:
         console.print("nothing is missing.")
-    console.print(f"[dim]checked in {diagnosis.elapsed_s:.2f} s[/]")
+    console.print(Text(f"checked in {diagnosis.elapsed_s:.2f} s", style="dim"))

@@ -12,9 +12,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from ares.cli.common import fail, plain_console
 from ares.records.exports import (
     FORMATS,
     select,
@@ -28,8 +27,7 @@ from ares.records.exports import (
 from ares.records.loader import load_episodes, supersede
 from ares.training.sequences import MissingTokensError, write_sequences_jsonl
 
-console = Console()
-err_console = Console(stderr=True)
+console = plain_console()
 _DEFAULT_OUT = {
     "sft": "sft.jsonl",
     "turns": "turns.jsonl",
@@ -47,11 +45,6 @@ _HELP_FORMAT = (
     "steps (lossless step table Parquet), atif (Harbor ATIF), sequences (token-exact RL samples JSONL), "
     "swebench (SWE-bench predictions.jsonl of SWE episodes)."
 )
-
-
-def _fail(message: str) -> typer.Exit:
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    return typer.Exit(code=2)
 
 
 def export(
@@ -80,20 +73,20 @@ def export(
     """Export the episodes recorded under DIRECTORY as SFT JSONL, the turn view, Parquet, ATIF,
     token-exact RL sequences or SWE-bench predictions."""
     if fmt not in EXPORT_FORMATS:
-        raise _fail(f"unknown format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
+        raise fail(f"unknown format {fmt!r}; choose one of: {', '.join(EXPORT_FORMATS)}")
     if per_turn and fmt != "sft":
-        raise _fail("--per-turn applies to --format sft only (the turn view is already one row per turn)")
+        raise fail("--per-turn applies to --format sft only (the turn view is already one row per turn)")
     if model_name is not None and fmt != "swebench":
-        raise _fail("--model-name applies to --format swebench only")
+        raise fail("--model-name applies to --format swebench only")
     if not directory.exists():
-        raise _fail(f"{directory} does not exist")
+        raise fail(f"{directory} does not exist")
     source = directory / "trajectories" if (directory / "trajectories").is_dir() else directory
     try:
         episodes, superseded = supersede(load_episodes(source, keep_superseded=True))
     except (ValueError, OSError, KeyError, TypeError) as exc:
-        raise _fail(f"cannot read episode records under {source}: {exc}") from None
+        raise fail(f"cannot read episode records under {source}: {exc}") from None
     if not episodes:
-        raise _fail(f"no episode records under {source} (expected ares.trajectory JSON or JSONL files)")
+        raise fail(f"no episode records under {source} (expected ares.trajectory JSON or JSONL files)")
     kept = select(episodes, only_successful=only_successful)
     target = out or directory / _DEFAULT_OUT[fmt]
     notes = []
@@ -117,7 +110,7 @@ def export(
             )
             if not export.predictions:
                 target.unlink(missing_ok=True)
-                raise _fail(
+                raise fail(
                     f"no SWE episode under {source} recorded a model patch ({'; '.join(export.notes())}); "
                     "run a swebench preset first"
                 )
@@ -131,12 +124,10 @@ def export(
                     f"{len(paths.skipped)} episodes with no steps skipped (ATIF needs at least one step)"
                 )
     except (ImportError, MissingTokensError) as exc:
-        raise _fail(str(exc)) from None
-    console.print(
-        f"{len(kept)}/{len(episodes)} episodes -> {written} in {target}", highlight=False, markup=False
-    )
+        raise fail(str(exc)) from None
+    console.print(f"{len(kept)}/{len(episodes)} episodes -> {written} in {target}")
     for note in notes:
-        console.print(f"note: {note}", highlight=False, markup=False)
+        console.print(f"note: {note}")
 
 
 def _run_policy(directory: Path) -> str:

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from ares.cli.common import fail
+from ares.cli.common import App, fail, plain_console
 from ares.cli.images_pull import pull
 from ares.errors import AresError
 from ares.images.build.builder import ImageBuilder, LocalImage
@@ -22,9 +21,9 @@ from ares.images.store import BuildCacheRoots, usage
 from ares.images.store import prune as prune_store
 from ares.sandbox.local.images import local_builder
 
-app = typer.Typer(help="Build, pull and manage local sandbox images (no daemon).", no_args_is_help=True)
+app = App(help="Build, pull and manage local sandbox images (no daemon).", no_args_is_help=True)
 app.command("pull")(pull)
-console = Console()
+console = plain_console()
 
 CacheOption = Annotated[
     Path | None, typer.Option("--cache-dir", help="Image cache (default: $ARES_CACHE_DIR or ~/.cache/ares).")
@@ -85,7 +84,7 @@ def build(
     try:
         builder = local_builder(
             ImageCache(cache_dir),
-            on_log=None if quiet else lambda line: console.print(line, highlight=False, markup=False),
+            on_log=None if quiet else console.print,
             fallback=fallback,
         )
         images = asyncio.run(_build_all(builder, contexts, args, tuple(tag or ()), target))
@@ -93,14 +92,13 @@ def build(
         raise _fail(str(exc)) from None
     for context, (image, seconds) in zip(contexts, images, strict=True):
         built = sum(not s.cached for s in image.steps)
-        console.print(
-            f"[green]built[/] {image.key[:12]} from {escape(str(context))} in {seconds:.1f}s "
-            f"({len(image.steps) - built} cached, {built} built; log {escape(str(image.log_path))})",
-            highlight=False,
-            soft_wrap=True,
+        line = (
+            f" {image.key[:12]} from {context} in {seconds:.1f}s "
+            f"({len(image.steps) - built} cached, {built} built; log {image.log_path})"
         )
+        console.print(Text.assemble(("built", "green"), line), soft_wrap=True)
         for sub in image.substitutions:
-            console.print(f"[yellow]note[/] {escape(sub.describe())}", highlight=False, soft_wrap=True)
+            console.print(Text.assemble(("note", "yellow"), " ", sub.describe()), soft_wrap=True)
 
 
 def _base_text(base: str, substitutions: tuple[dict[str, str], ...]) -> str:
@@ -146,7 +144,7 @@ def list_images(cache_dir: CacheOption = None) -> None:
     for _, row in sorted(rows, key=lambda r: r[0], reverse=True):
         table.add_row(*row)
     console.print(table)
-    console.print(f"cache: {cache.root}", highlight=False)
+    console.print(f"cache: {cache.root}")
 
 
 def _mb(size: int) -> str:
@@ -171,7 +169,7 @@ def prune(
     cache = ImageCache(cache_dir)
     removed = cache.prune(everything=all_)
     for item in removed:
-        console.print(f"removed {item}", highlight=False)
+        console.print(f"removed {item}")
     try:
         report = asyncio.run(
             prune_store(image_store(cache), everything=all_, roots=[BuildCacheRoots(cache.root)])
@@ -179,10 +177,10 @@ def prune(
     except AresError as exc:
         raise _fail(str(exc)) from None
     for image in report.images:
-        console.print(f"removed pulled image {image}", highlight=False)
+        console.print(f"removed pulled image {image}")
     for diff_id in report.layers:
-        console.print(f"removed pulled layer {diff_id[7:19]}", highlight=False)
+        console.print(f"removed pulled layer {diff_id[7:19]}")
     for failure in report.failures:
-        console.print(f"[yellow]could not remove {escape(failure)}[/]")
+        console.print(Text(f"could not remove {failure}", style="yellow"))
     count = len(removed) + len(report.images) + len(report.layers)
-    console.print(f"{count} removed, {_mb(report.freed_bytes)} of pulled layers freed", highlight=False)
+    console.print(f"{count} removed, {_mb(report.freed_bytes)} of pulled layers freed")

@@ -9,17 +9,17 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TransferSpeedColumn
+from rich.text import Text
 
-from ares.cli.common import fail
+from ares.cli.common import fail, plain_console
 from ares.errors import AresError
 from ares.images.cache import ImageCache
 from ares.images.progress import ImageEvent, PullEvent
 from ares.images.pull import PulledImage, pull_image
 from ares.images.registry import Platform
 
-console = Console()
+console = plain_console()
 CACHE_HELP = "Image cache (default: $ARES_CACHE_DIR or ~/.cache/ares)."
 
 
@@ -78,7 +78,7 @@ class PullDisplay:
                 self._say(event.describe())
 
     def _say(self, line: str) -> None:
-        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        self.console.print(Text(line), soft_wrap=True)
 
 
 def pull(
@@ -106,13 +106,14 @@ def pull(
             )  # fmt: skip
     except AresError as exc:
         raise fail(str(exc)) from None
-    console.print(summary(image), highlight=False, soft_wrap=True)
+    console.print(summary(image), soft_wrap=True)
 
 
-def summary(image: PulledImage) -> str:
+def summary(image: PulledImage) -> Text:
     """The final line: digest, size on disk, what this pull moved."""
-    return (
-        f"[green]pulled[/] {escape(image.reference)}: {len(image.diff_ids)} layers, "
+    return Text.assemble(
+        ("pulled", "green"),
+        f" {image.reference}: {len(image.diff_ids)} layers, "
         f"{image.size_bytes / 1e6:.1f} MB on disk; moved {image.bytes_downloaded / 1e6:.1f} MB "
-        f"({image.layers_downloaded} layers downloaded)"
+        f"({image.layers_downloaded} layers downloaded)",
     )

@@ -21,11 +21,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from ares import tracing
-from ares.cli.common import App, fail, warn
+from ares.cli.common import App, fail, plain_console, warn
 from ares.cli.datasets import app as datasets_app
 from ares.cli.doctor import doctor
 from ares.cli.engine_check import check_engine
@@ -93,7 +92,7 @@ from ares.sandbox.backends import make_sandbox_factory
 from ares.tracking import Tracker, Trackers, TrackingError, make_tracker
 
 app = App(help="ARES: RL environments for LLM coding agents.", no_args_is_help=True)
-console = Console()
+console = plain_console()
 app.add_typer(images_app, name="images")
 app.add_typer(sandboxes_app, name="sandboxes")
 app.add_typer(tasks_app, name="tasks")

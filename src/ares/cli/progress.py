@@ -16,9 +16,9 @@ from types import TracebackType
 from typing import Protocol, Self
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Column
+from rich.text import Text
 
 from ares.images.progress import ImageEvent, PullEvent
 from ares.rollout.results import EpisodeResult
@@ -90,8 +90,9 @@ class LiveProgress:
 
     def __init__(self, console: Console, tally: _Tally) -> None:
         self.tally = tally
+        kind = Column(no_wrap=True, min_width=8)
         self.progress = Progress(
-            TextColumn("[bold]{task.fields[kind]}", table_column=Column(no_wrap=True, min_width=8)),
+            TextColumn("{task.fields[kind]}", style="bold", markup=False, table_column=kind),
             BarColumn(bar_width=24), MofNCompleteColumn(table_column=Column(no_wrap=True, min_width=7)),
             TextColumn("{task.description}", markup=False, table_column=Column(no_wrap=True, ratio=1)),
             TimeElapsedColumn(), console=console, transient=False, expand=True,
@@ -115,7 +116,7 @@ class LiveProgress:
     def on_result(self, result: EpisodeResult) -> None:
         announce = self.tally.add(result)
         if announce is not None:
-            self.progress.console.print(f"[red]{escape(announce)}[/]")
+            self.progress.console.print(Text(announce, style="red"))
         self.progress.update(self.bar, completed=self.tally.done, description=self.tally.describe())
 
     def on_build(self, event: ImageEvent) -> None:
@@ -131,7 +132,7 @@ class LiveProgress:
                     del self._builds[event.image]
                 if event.state != "cached":  # images found ready are not news
                     style = "red" if event.state == "failed" else "green"
-                    self.progress.console.print(f"[{style}]image {escape(event.describe())}[/]")
+                    self.progress.console.print(Text(f"image {event.describe()}", style=style))
                 return
             if row is None:
                 row = self.progress.add_task(event.image, total=max(event.total, 1), kind="build")
@@ -156,7 +157,7 @@ class LiveProgress:
                 self._pulls.pop(event.image, None)
             if event.state != "cached":
                 style = "red" if event.state == "failed" else "green"
-                self.progress.console.print(f"[{style}]image {escape(event.describe())}[/]")
+                self.progress.console.print(Text(f"image {event.describe()}", style=style))
             return
         if row is None:
             row = self.progress.add_task(event.image, total=None, kind="pull")
@@ -273,5 +274,5 @@ class PlainProgress:
     def _say(self, line: str) -> None:
         with self._lock:
             self._last_line = time.monotonic()
-            self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+            self.console.print(Text(line), soft_wrap=True)
             self.console.file.flush()

@@ -1,13 +1,16 @@
 """The end of ``ares run``: the summary table, then what went wrong (errors grouped by cause, the
-failed and errored tasks) and the groups of rollouts, in plain words."""
+failed and errored tasks) and the groups of rollouts, in plain words.
+
+Whatever console it gets, what it prints is literal: task ids and error messages are ``Text``, never
+read as Rich markup."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ares.rollout.results import RunSummary
 
@@ -40,7 +43,7 @@ def print_summary(console: Console, summary: RunSummary, out_dir: Path) -> None:
         rows.append(("groups", _groups_line(summary)))
     rows.append(("results", str(out_dir)))
     for key, value in rows:
-        table.add_row(key, escape(value))
+        table.add_row(key, Text(value))
     console.print(table)
     _print_groups(console, summary)
     _print_failures(console, summary, out_dir)
@@ -76,12 +79,12 @@ def _print_groups(console: Console, summary: RunSummary) -> None:
     for group in summary.groups[:MAX_GROUPS]:
         mean = "-" if group.mean_reward is None else f"{group.mean_reward:.3f}"
         rate = "-" if group.pass_rate is None else f"{group.pass_rate:.0%}"
-        errored = f"[red]{group.errored}[/]" if group.errored else "0"
-        table.add_row(str(group.group), escape(group.task_id), str(group.size), errored, mean, rate)
+        errored = Text(str(group.errored), style="red" if group.errored else "")
+        table.add_row(str(group.group), Text(group.task_id), str(group.size), errored, mean, rate)
     console.print(table)
     if len(summary.groups) > MAX_GROUPS:
         console.print(
-            f"... and {len(summary.groups) - MAX_GROUPS} more groups (summary.json has them all)",
+            Text(f"... and {len(summary.groups) - MAX_GROUPS} more groups (summary.json has them all)"),
             soft_wrap=True,
         )
 
@@ -89,7 +92,9 @@ def _print_groups(console: Console, summary: RunSummary) -> None:
 def _print_failures(console: Console, summary: RunSummary, out_dir: Path) -> None:
     if summary.errors:
         console.print(
-            f"[bold red]errors[/] ({summary.errored} episodes, {len(summary.errors)} distinct):",
+            Text.assemble(
+                ("errors", "bold red"), f" ({summary.errored} episodes, {len(summary.errors)} distinct):"
+            ),
             soft_wrap=True,
         )
         for error in summary.errors:
@@ -97,20 +102,21 @@ def _print_failures(console: Console, summary: RunSummary, out_dir: Path) -> Non
             message = lines[0] if len(lines[0]) <= _MESSAGE_CHARS else lines[0][: _MESSAGE_CHARS - 3] + "..."
             more = f" [+{len(lines) - 1} lines]" if len(lines) > 1 else ""
             example = f"e.g. episode {error.example_index} ({error.example_task_id})"
-            text = f"{escape(error.type)}: {escape(message)}{escape(more)}"
-            console.print(f"  [red]{error.count}x[/] {text}  [dim]{escape(example)}[/]", soft_wrap=True)
+            line = Text.assemble(
+                "  ", (f"{error.count}x", "red"), f" {error.type}: {message}{more}  ", (example, "dim")
+            )
+            console.print(line, soft_wrap=True)
         console.print(
-            f"  [dim]full errors and tracebacks: {escape(str(out_dir / 'episodes'))}/*.json[/]",
-            soft_wrap=True,
+            Text(f"  full errors and tracebacks: {out_dir / 'episodes'}/*.json", style="dim"), soft_wrap=True
         )
     if summary.errored_task_ids:
         console.print(
-            f"errored tasks ({len(summary.errored_task_ids)}): {escape(_ids(summary.errored_task_ids))}",
+            Text(f"errored tasks ({len(summary.errored_task_ids)}): {_ids(summary.errored_task_ids)}"),
             soft_wrap=True,
         )
     if summary.failed_task_ids:
         console.print(
-            f"failed tasks ({len(summary.failed_task_ids)}): {escape(_ids(summary.failed_task_ids))}",
+            Text(f"failed tasks ({len(summary.failed_task_ids)}): {_ids(summary.failed_task_ids)}"),
             soft_wrap=True,
         )
 

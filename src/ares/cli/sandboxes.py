@@ -6,15 +6,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
-from ares.cli.common import fail
+from ares.cli.common import App, fail, plain_console
 from ares.errors import SandboxError, SandboxUnavailableError
 from ares.sandbox.local import janitor as local_janitor
 
-app = typer.Typer(help="Clean up sandboxes left behind by crashed processes.", no_args_is_help=True)
-console = Console(highlight=False)
+app = App(help="Clean up sandboxes left behind by crashed processes.", no_args_is_help=True)
+console = plain_console()
 
 
 @app.command()
@@ -38,7 +37,7 @@ def gc(
     for path in removed:
         console.print(f"removed local sandbox dir {path}")
     for failure in failures:
-        console.print(f"[yellow]could not remove[/] {escape(failure)}", soft_wrap=True)
+        console.print(Text.assemble(("could not remove", "yellow"), " ", failure), soft_wrap=True)
     _gc_docker(docker_host, everything=everything)
     if failures:
         raise typer.Exit(code=1)
@@ -57,9 +56,7 @@ def _gc_docker(docker_host: str | None, *, everything: bool) -> None:
         from ares.sandbox.docker.client import connect, resolve_base_url
         from ares.sandbox.docker.janitor import gc as docker_gc
     except ImportError:
-        console.print(
-            "docker: skipped (the docker SDK is not installed: pip install 'ares[docker]')", markup=False
-        )
+        console.print("docker: skipped (the docker SDK is not installed: pip install 'ares[docker]')")
         return
     try:
         client = connect(docker_host, timeout_s=30)

@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from ares.cli.common import fail
+from ares.cli.common import fail, plain_console
 from ares.cli.run_options import ImageTemplateOption, SandboxOption, SplitOption
 from ares.core.closing import Closable
 from ares.errors import AresError
@@ -35,7 +34,7 @@ from ares.tasks.swe.evaluation import (
 from ares.tasks.swe.predictions import load_predictions
 from ares.tasks.swe.task import load_swe_tasks
 
-console = Console(highlight=False)
+console = plain_console()
 EXIT_ERRORED = 1
 _MAX_ERRORS_SHOWN = 20
 _STYLE = {
@@ -74,8 +73,7 @@ def swe_eval(
     runnable = sum(not p.empty for p in rows)
     console.print(
         f"grading {runnable} predictions ({len(rows) - runnable} empty) on {len(tasks)} instances, "
-        f"{concurrency} at a time",
-        markup=False,
+        f"{concurrency} at a time"
     )
     try:
         run = asyncio.run(
@@ -96,9 +94,8 @@ def _line(result: InstanceResult) -> None:
     if result.status is InstanceStatus.EMPTY_PATCH:
         return  # listed once in the summary
     style = _STYLE[result.status]
-    console.print(
-        f"[{style}]{result.status.value:<10}[/] {escape(result.instance_id)} ({result.duration_s:.1f}s)"
-    )
+    line = f" {result.instance_id} ({result.duration_s:.1f}s)"
+    console.print(Text.assemble((f"{result.status.value:<10}", style), line))
 
 
 def _summary(run: EvalRun, report_path: Path) -> None:
@@ -116,12 +113,12 @@ def _summary(run: EvalRun, report_path: Path) -> None:
         ("report", str(report_path)),
     ]
     for key, value in rows:
-        table.add_row(key, escape(value))
+        table.add_row(key, value)
     console.print(table)
     for result in run.errored[:_MAX_ERRORS_SHOWN]:
         message = (result.error or "").strip().splitlines()
         line = f"error: {result.instance_id}: {message[0] if message else '?'}"
-        console.print(line, markup=False, soft_wrap=True)
+        console.print(line, soft_wrap=True)
     if len(run.errored) > _MAX_ERRORS_SHOWN:
         console.print(f"... and {len(run.errored) - _MAX_ERRORS_SHOWN} more errors (see {report_path})")
 

@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-from ares.cli.common import fail
+from ares.cli.common import App, fail, plain_console
 from ares.cli.engine_check import check_engine
 from ares.cli.policy_flags import PolicyFlags, unused_flags
 from ares.cli.progress import run_progress
@@ -49,8 +48,8 @@ from ares.sandbox.backends import make_sandbox_factory
 from ares.tasks.synth.asking import PolicySpec
 from ares.tasks.validate import REPORT_NAME, TaskValidation, ValidationReport, preset_for_path, validate_tasks
 
-app = typer.Typer(help="Work with task sources: make, validate and summarize them.", no_args_is_help=True)
-console = Console()
+app = App(help="Work with task sources: make, validate and summarize them.", no_args_is_help=True)
+console = plain_console()
 
 #: Exit code when some task is not good (mistakes exit 2).
 EXIT_BAD = 1
@@ -186,14 +185,14 @@ def _print(report: ValidationReport, wall_time_s: float) -> None:
             reason = item["reason"] if len(item["reason"]) <= _REASON_CHARS else item["reason"][:157] + "..."
             style = "yellow" if item["verdict"] == "flaky" else "red"
             table.add_row(
-                escape(item["task_id"]), f"[{style}]{item['verdict']}[/]", rewards, null,
-                f"{item['seconds']:.1f}", escape(reason),
+                item["task_id"], Text(item["verdict"], style=style), rewards, null,
+                f"{item['seconds']:.1f}", reason,
             )  # fmt: skip
         console.print(table)
     counts = report.counts()
     parts = ", ".join(f"{verdict} {counts[verdict]}" for verdict in ("good", "broken", "flaky", "errored"))
     line = f"{counts['tasks']} tasks: {parts}  (this run {wall_time_s:.1f}s)  report: {report.path}"
-    console.print(escape(line), soft_wrap=True)
+    console.print(line, soft_wrap=True)
 
 
 @app.command()
@@ -214,13 +213,12 @@ def stats(
         return
     console.print(
         f"{summary.instances} instances, {summary.combinations} combinations, "
-        f"{summary.tests_visible} with visible tests",
-        highlight=False,
+        f"{summary.tests_visible} with visible tests"
     )
     for title, counts in (("project", summary.by_project), ("strategy", summary.by_strategy)):
         table = Table(title, "instances")
         for name, count in counts.items():
-            table.add_row(escape(name), str(count))
+            table.add_row(name, str(count))
         console.print(table)
     spreads = Table("signal", "min", "median", "max")
     for name, spread in (
@@ -230,7 +228,7 @@ def stats(
         spreads.add_row(name, f"{spread.low:g}", f"{spread.median:g}", f"{spread.high:g}")
     console.print(spreads)
     for skipped in summary.skipped:
-        console.print(f"skipped: {escape(skipped)}", highlight=False)
+        console.print(f"skipped: {skipped}")
 
 
 @app.command()
@@ -317,24 +315,21 @@ def synth(
     )  # fmt: skip
     try:
         with build_listener(lambda event: None):
-            report = asyncio.run(
-                synthesize(source, out, options, say=lambda text: console.print(escape(text)))
-            )
+            report = asyncio.run(synthesize(source, out, options, say=console.print))
     except (AresError, ValueError) as exc:
         raise fail(str(exc)) from None
     table = Table("strategy", "instances")
     for name, count in report.by_strategy.items():
-        table.add_row(escape(name), str(count))
+        table.add_row(name, str(count))
     console.print(table)
     if report.llm is not None:
-        console.print(f"LLM bugs: {escape(json.dumps(report.llm['by_strategy']))}", highlight=False)
+        console.print(f"LLM bugs: {json.dumps(report.llm['by_strategy'])}")
     if report.writer is not None:
         written = {k: v for k, v in report.writer.items() if k != "asking"}
-        console.print(f"statements by {escape(writer or '')}: {escape(json.dumps(written))}", highlight=False)
+        console.print(f"statements by {writer or ''}: {json.dumps(written)}")
     console.print(
         f"{report.instances} instances from {report.candidates} candidates in {out / 'instances.jsonl'} "
-        f"(image {report.image}; yield per reason in {out / 'synth.json'})",
-        highlight=False,
+        f"(image {report.image}; yield per reason in {out / 'synth.json'})"
     )
 
 

@@ -6,14 +6,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from ares.cli.common import fail
+from ares.cli.common import App, fail, plain_console
 from ares.tracing.files import TraceFileError, merge_traces, write_trace
 
-app = typer.Typer(help="Span traces (Chrome JSON for Perfetto).", no_args_is_help=True)
-console = Console(highlight=False, soft_wrap=True)
+app = App(help="Span traces (Chrome JSON for Perfetto).", no_args_is_help=True)
+console = plain_console(soft_wrap=True)
 
 
 @app.command()
@@ -32,6 +30,4 @@ def merge(
     write_trace(out, events)
     processes = {e.get("pid") for e in events if e.get("ph") != "M"}
     spans = sum(1 for e in events if e.get("ph") == "X")
-    console.print(
-        f"wrote {escape(str(out))}: {spans} spans from {len(processes)} process(es), {len(inputs)} file(s)"
-    )
+    console.print(f"wrote {out}: {spans} spans from {len(processes)} process(es), {len(inputs)} file(s)")

@@ -7,14 +7,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from ares.cli.common import fail
+from ares.cli.common import fail, plain_console
 from ares.records.loader import load_episodes
 from ares.records.model import EpisodeRecord
 from ares.records.viewer import PageServer, render_html, write_html
 
-console = Console()
+console = plain_console()
 
 
 def _fail(message: str) -> typer.Exit:
@@ -53,7 +52,7 @@ def view(
     episodes = _load(directory)
     if out is not None or not serve:
         target = write_html(episodes, out or directory / "viewer.html", title=page_title)
-        console.print(f"wrote {len(episodes)} episodes to {target}", highlight=False)
+        console.print(f"wrote {len(episodes)} episodes to {target}")
     if not serve:
         return
 
@@ -67,8 +66,8 @@ def view(
             f"cannot listen on 127.0.0.1:{port}: {exc.strerror or exc}; pick another --port"
         ) from None
     with server:
-        console.print(f"serving {len(episodes)} episodes at {server.url}  (Ctrl-C to stop)", highlight=False)
+        console.print(f"serving {len(episodes)} episodes at {server.url}  (Ctrl-C to stop)")
         try:
             threading.Event().wait()
         except KeyboardInterrupt:
-            console.print("stopped", highlight=False)
+            console.print("stopped")
