@@ -68,6 +68,7 @@ from ares.cli.run_options import (
     SpanLevelOption,
     SplitOption,
     StepLimitOption,
+    StrictOption,
     TasksOption,
     TemperatureOption,
     TimeoutOption,
@@ -80,6 +81,7 @@ from ares.cli.run_options import (
 )
 from ares.cli.sandboxes import app as sandboxes_app
 from ares.cli.swe_eval import swe_eval
+from ares.cli.task_config import quiet_task_config, reported_task_config
 from ares.cli.tasks import app as tasks_app
 from ares.cli.trace import app as trace_app
 from ares.cli.view import view
@@ -165,6 +167,7 @@ def run(
     trace_file: TraceFileOption = None,
     span_level: SpanLevelOption = "basic",
     track: TrackOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Run PRESET with a policy and report rewards; per-episode results go to --out.
 
@@ -199,7 +202,7 @@ def execute(config: RunConfig) -> None:
     started = time.perf_counter()
     interrupted = False
     try:
-        with sigterm_as_interrupt() as interruption:
+        with sigterm_as_interrupt() as interruption, quiet_task_config():
             results = play.run(make_env, collector, trace_parts.append)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running episodes were cancelled
         results, interrupted = play.results_so_far(), True
@@ -228,10 +231,11 @@ def _load(config: RunConfig) -> tuple[Any, int, Any]:
     that cannot be resolved, an engine that does not answer) fails the run before it starts."""
     try:
         policy_factory = make_policy(config.policy, **config.policy_options)
-        env = make(
-            config.preset, tasks=config.tasks, shard=config.shard, step_limit=config.step_limit,
-            context_budget=config.context_budget, **config.preset_options,
-        )  # fmt: skip
+        with reported_task_config(config.strict):
+            env = make(
+                config.preset, tasks=config.tasks, shard=config.shard, step_limit=config.step_limit,
+                context_budget=config.context_budget, **config.preset_options,
+            )  # fmt: skip
         sandbox_factory = make_sandbox_factory(config.sandbox)
     except AresError as exc:
         raise fail(str(exc)) from None
