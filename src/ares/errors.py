@@ -33,6 +33,10 @@ class TaskError(AresError):
     """A task definition is malformed or cannot be loaded."""
 
 
+class TaskConfigWarning(UserWarning):
+    """A task file holds a table or key that nothing reads (often a typo); the task still loads."""
+
+
 class TaskNotFoundError(TaskError):
     """A task selector did not match any task."""
 

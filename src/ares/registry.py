@@ -205,8 +205,18 @@ def select_tasks(
         index, count = _parse_shard(shard)
         chosen = chosen[index::count]
     if not chosen:
-        raise TaskNotFoundError(f"the task selection {selection!r} (shard {shard!r}) matches no task")
+        raise TaskNotFoundError(_nothing_chosen(len(tasks), selection, shard))
     return chosen
+
+
+def _nothing_chosen(count: int, selection: TaskSelection | None, shard: str | tuple[int, int] | None) -> str:
+    """Why no task is left, naming only what was given (a selection, a shard, or both)."""
+    given = [f"the task selection {selection!r}"] if selection is not None else []
+    if shard is not None:
+        given.append(f"shard {shard!r}")
+    if not given:
+        return "the task source has no tasks"
+    return f"{' with '.join(given)} matches none of the {count} tasks"
 
 
 def _select(tasks: Sequence[Task], selection: TaskSelection) -> list[Task]:

@@ -40,6 +40,11 @@ CASES = {
     "task id": (["run", "humaneval", "--tasks", "nope_1"], "ids look like: humaneval_0"),
     "shard range": (["run", "humaneval", "--shard", "3/2"], "need 0 <= INDEX < COUNT"),
     "shard syntax": (["run", "humaneval", "--shard", "x"], "use INDEX/COUNT, e.g. 0/4"),
+    "empty selection": (["run", "humaneval", "--tasks", "5:5"], "the task selection '5:5' matches none of"),
+    "empty shard": (
+        ["run", "humaneval", "--tasks", "0:2", "--shard", "3/4"],
+        "the task selection '0:2' with shard '3/4' matches none of the 164 tasks",
+    ),
     "backend": (["run", "humaneval", "--sandbox", "vmware"], "choose one of: local, docker, daytona, e2b"),
     "daytona credentials": (["run", "humaneval", "--sandbox", "daytona"], "export DAYTONA_API_KEY="),
     "e2b credentials": (["run", "humaneval", "--sandbox", "e2b"], "export E2B_API_KEY="),
@@ -159,3 +164,9 @@ def test_no_source_hint_names_the_old_option_syntax() -> None:
     source = Path(cli_main.__file__).resolve().parents[1]
     offenders = [p for p in source.rglob("*.py") if "--option" in p.read_text()]
     assert offenders == []
+
+
+def test_an_empty_selection_without_a_shard_does_not_mention_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = invoke(capsys, "run", "humaneval", "--tasks", "5:5")
+    assert code == 2
+    assert err.strip() == "error: the task selection '5:5' matches none of the 164 tasks"

@@ -151,6 +151,19 @@ def test_plain_progress_prints_builds_errors_and_counts() -> None:
     assert lines[11].startswith("episodes 4/4  pass 1/2  mean reward 0.500  errored 2")
 
 
+def test_labelled_progress_counts_each_label_apart() -> None:
+    from rich.console import Console
+
+    console = Console(file=__import__("io").StringIO(), width=120)
+    with PlainProgress(console, _Tally(4, (), labels=("oracle", "null"))) as progress:
+        progress.on_result(_result(0, reward=0.0), "null")
+        progress.on_result(_result(1), "oracle")
+        progress.on_result(_result(2, error="boom"), "oracle")
+        progress.on_result(_result(3), "null")
+    last = console.file.getvalue().splitlines()[-1]  # type: ignore[attr-defined]
+    assert last.startswith("episodes 4/4  oracle 1/2 passed (1 errored) · null 1/2 passed  [")
+
+
 def test_live_progress_shows_and_removes_build_rows() -> None:
     from rich.console import Console
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ares.errors import TaskError, TaskNotFoundError
+from ares.errors import TaskConfigWarning, TaskError, TaskNotFoundError
 from ares.sandbox.base import ImageSpec, Resources
 from ares.tasks import Task, load_harbor_dataset, load_harbor_task
 
@@ -296,7 +296,12 @@ def test_env_timeouts_and_unknown_keys(tmp_path: Path) -> None:
         [some_future_table]
         x = 1
     """
-    task = load_harbor_task(_make_task(tmp_path, "\n".join(line.strip() for line in toml.splitlines())))
+    with pytest.warns(TaskConfigWarning) as caught:  # unknown names load, with a warning each
+        task = load_harbor_task(_make_task(tmp_path, "\n".join(line.strip() for line in toml.splitlines())))
+    assert [str(w.message) for w in caught] == [
+        "task.toml of t: unknown key future_option in [agent]",
+        "task.toml of t: unknown table [some_future_table]",
+    ]
     assert (task.agent_timeout_s, task.verifier_timeout_s) == (30.0, 45.5)
     assert task.command_timeout_s == 30.0  # never longer than the whole agent budget
     assert task.env == {"A": "1", "B": "two"}

@@ -55,6 +55,10 @@ def test_humaneval_tasks_are_good(tmp_path: Path) -> None:
         assert item["statuses"] == {"oracle": ["finished", "finished"], "null": "finished"}
         assert item["errors"] == [] and item["seconds"] > 0 and len(item["run_seconds"]["oracle"]) == 2
     assert "3 tasks: good 3, broken 0, flaky 0, errored 0" in done.stdout
+    # Progress counts each policy apart: the null runs (first) never mix into the oracle's pass rate.
+    progress = [line for line in done.stdout.splitlines() if line.startswith("episodes ")]
+    assert progress[-1].startswith("episodes 9/9  oracle 6/6 passed · null 0/3 passed  ["), progress
+    assert all(" · null " in line and "mean reward" not in line for line in progress)
 
 
 def test_harbor_fixtures_are_good_given_as_a_bare_path(tmp_path: Path) -> None:

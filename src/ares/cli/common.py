@@ -80,11 +80,16 @@ class App(typer.Typer):
     --help')`` and exit 2.
     """
 
+    #: The arguments of the command line being run (what an interrupted ``ares run`` repeats).
+    invoked_args: tuple[str, ...] = ()
+
     def __init__(self, **options: Any) -> None:
         super().__init__(rich_markup_mode=None, cls=_Group, **options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("standalone_mode", False)
+        given = kwargs.get("args", args[0] if args else None)
+        self.invoked_args = tuple(sys.argv[1:] if given is None else given)
         try:
             code = super().__call__(*args, **kwargs)
         except _NO_ARGS as exc:  # type: ignore[misc]

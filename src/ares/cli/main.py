@@ -3,7 +3,8 @@
 ``ares run`` checks its configuration before it starts (a mistake is one ``error:`` line and exit
 code 2), shows progress while it runs (plain lines when output is not a terminal), and ends with a
 summary that lists each distinct error and the failed and errored tasks. It exits 1 when an
-episode errored, unless ``--allow-errors``.
+episode errored, unless ``--allow-errors``. Ctrl-C (or SIGTERM) cancels the running episodes, writes a
+partial summary and says in one line what was kept and the command that resumes (exit 130).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import functools
 import json
 import os
 import socket
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,12 +26,13 @@ import typer
 from rich.table import Table
 
 from ares import tracing
-from ares.cli.common import App, fail, plain_console, warn
+from ares.cli.common import App, err_console, fail, plain_console, warn
 from ares.cli.datasets import app as datasets_app
 from ares.cli.doctor import doctor
 from ares.cli.engine_check import check_engine
 from ares.cli.export import export as export_command
 from ares.cli.images import app as images_app
+from ares.cli.interrupt import interrupted_line, resume_command, sigterm_as_interrupt
 from ares.cli.progress import run_progress
 from ares.cli.report import print_summary
 from ares.cli.run_config import RunConfig
@@ -63,6 +66,7 @@ from ares.cli.run_options import (
     SpanLevelOption,
     SplitOption,
     StepLimitOption,
+    StrictOption,
     TasksOption,
     TemperatureOption,
     TimeoutOption,
@@ -75,6 +79,7 @@ from ares.cli.run_options import (
 )
 from ares.cli.sandboxes import app as sandboxes_app
 from ares.cli.swe_eval import swe_eval
+from ares.cli.task_config import quiet_task_config, reported_task_config
 from ares.cli.tasks import app as tasks_app
 from ares.cli.trace import app as trace_app
 from ares.cli.view import view
@@ -107,6 +112,8 @@ app.command()(view)
 PREFLIGHT_TIMEOUT_S = 3.0
 #: Exit code of a run in which an episode errored (configuration mistakes exit 2).
 EXIT_ERRORED = 1
+#: Statuses of an episode that ``--resume`` keeps (the others are played again).
+RESUMABLE = frozenset({EpisodeStatus.FINISHED, EpisodeStatus.TRUNCATED})
 
 
 @app.command()
@@ -158,6 +165,7 @@ def run(
     trace_file: TraceFileOption = None,
     span_level: SpanLevelOption = "basic",
     track: TrackOption = None,
+    strict: StrictOption = False,
 ) -> None:
     """Run PRESET with a policy and report rewards; per-episode results go to --out.
 
@@ -190,8 +198,12 @@ def execute(config: RunConfig) -> None:
     play = _Play(config, policy_factory, total, task_count, out_dir, earlier, tracker)
     make_env = _env_factory(config, _env_options(config, policy_factory), sandbox_factory)
     started = time.perf_counter()
+    interrupted = False
     try:
-        results = play.run(make_env, collector, trace_parts.append)
+        with sigterm_as_interrupt() as interruption, quiet_task_config():
+            results = play.run(make_env, collector, trace_parts.append)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running episodes were cancelled
+        results, interrupted = play.results_so_far(), True
     except AresError as exc:  # e.g. no Ray actor could start
         tracker.close()
         raise fail(str(exc)) from None
@@ -204,7 +216,11 @@ def execute(config: RunConfig) -> None:
             sandbox_factory.close()
         if config.trace_file is not None:
             _write_trace(config.trace_file, trace_parts)
-    _report(config, results, time.perf_counter() - started, out_dir, tracker)
+    wall_time_s = time.perf_counter() - started
+    if interrupted:
+        _report_interrupted(config, results, wall_time_s, out_dir, total, tracker)
+        raise typer.Exit(code=interruption.exit_code)
+    _report(config, results, wall_time_s, out_dir, tracker)
 
 
 def _load(config: RunConfig) -> tuple[Any, int, Any]:
@@ -213,10 +229,11 @@ def _load(config: RunConfig) -> tuple[Any, int, Any]:
     that cannot be resolved, an engine that does not answer) fails the run before it starts."""
     try:
         policy_factory = make_policy(config.policy, **config.policy_options)
-        env = make(
-            config.preset, tasks=config.tasks, shard=config.shard, step_limit=config.step_limit,
-            context_budget=config.context_budget, **config.preset_options,
-        )  # fmt: skip
+        with reported_task_config(config.strict):
+            env = make(
+                config.preset, tasks=config.tasks, shard=config.shard, step_limit=config.step_limit,
+                context_budget=config.context_budget, **config.preset_options,
+            )  # fmt: skip
         sandbox_factory = make_sandbox_factory(config.sandbox)
     except AresError as exc:
         raise fail(str(exc)) from None
@@ -250,14 +267,50 @@ def _report(
 ) -> None:
     """Write summary.json, log the summary, print it; exit 1 when an episode errored (unless
     --allow-errors)."""
-    summary = RunSummary.of(results, wall_time_s)
-    record = {"preset": config.preset, "policy": config.policy, "seed": config.seed}
-    (out_dir / "summary.json").write_text(json.dumps({**record, **dataclasses.asdict(summary)}, indent=2))
+    summary = _write_summary(config, results, wall_time_s, out_dir, planned=len(results), interrupted=False)
     tracker.log_summary(summary, results)
     tracker.close()
     print_summary(console, summary, out_dir)
     if summary.errored and not config.allow_errors:
         raise typer.Exit(code=EXIT_ERRORED)
+
+
+def _report_interrupted(
+    config: RunConfig,
+    results: list[EpisodeResult],
+    wall_time_s: float,
+    out_dir: Path,
+    total: int,
+    tracker: Trackers,
+) -> None:
+    """A partial summary.json (``interrupted``), and one line: what was kept, how to continue."""
+    _write_summary(config, results, wall_time_s, out_dir, planned=total, interrupted=True)
+    tracker.close()  # no run summary is logged: the run is not over
+    kept = sum(1 for r in results if r.status in RESUMABLE)
+    args = app.invoked_args or tuple(sys.argv[1:])
+    command = resume_command(args, out_dir, out_given=config.out is not None)
+    err_console.print(interrupted_line(kept, total, out_dir, command))
+
+
+def _write_summary(
+    config: RunConfig,
+    results: list[EpisodeResult],
+    wall_time_s: float,
+    out_dir: Path,
+    *,
+    planned: int,
+    interrupted: bool,
+) -> RunSummary:
+    """summary.json: the run's numbers over ``results``, with the episodes it planned and whether it
+    was interrupted (then ``episodes`` counts only those that ended before the interrupt)."""
+    summary = RunSummary.of(results, wall_time_s)
+    record = {"preset": config.preset, "policy": config.policy, "seed": config.seed}
+    extent = {"planned_episodes": planned, "interrupted": interrupted}
+    text = json.dumps({**record, **dataclasses.asdict(summary), **extent}, indent=2)
+    tmp = out_dir / ".summary.json.tmp"
+    tmp.write_text(text)
+    os.replace(tmp, out_dir / "summary.json")  # a second Ctrl-C never leaves half a summary
+    return summary
 
 
 def _check_server(base_url: str) -> None:
@@ -313,7 +366,7 @@ def _finished_results(out_dir: Path) -> dict[int, EpisodeResult]:
             result = EpisodeResult.from_dict(json.loads(path.read_text()))
         except (ValueError, KeyError, json.JSONDecodeError):
             continue  # unreadable: run that episode again
-        if result.status in (EpisodeStatus.FINISHED, EpisodeStatus.TRUNCATED):
+        if result.status in RESUMABLE:
             done[result.index] = result
     return done
 
@@ -330,6 +383,7 @@ class _Play:
         self.total, self.task_count = total, task_count
         self.out_dir, self.earlier, self.tracker = out_dir, earlier, tracker
         self.progress = run_progress(console, total, earlier.values())
+        self._played: list[EpisodeResult] = []
 
     def run(
         self, make_env: Callable[[], Any], collector: JsonDirCollector, on_trace: Callable[[Any], None]
@@ -338,6 +392,10 @@ class _Play:
         with self.progress, build_listener(self.progress.on_build):
             results = asyncio.run(self._play(make_env, collector, on_trace))
         return sorted([*self.earlier.values(), *results], key=lambda r: r.index)
+
+    def results_so_far(self) -> list[EpisodeResult]:
+        """What ``run`` would return had it not been interrupted: the episodes that ended, in order."""
+        return sorted([*self.earlier.values(), *self._played], key=lambda r: r.index)
 
     async def _play(
         self, make_env: Callable[[], Any], collector: JsonDirCollector, on_trace: Callable[[Any], None]
@@ -366,6 +424,7 @@ class _Play:
         tmp = self.out_dir / "episodes" / f".{name}.tmp"
         tmp.write_text(json.dumps(result.to_dict(), indent=2, default=str))
         os.replace(tmp, self.out_dir / "episodes" / name)
+        self._played.append(dataclasses.replace(result, record={}))  # on disk; keep only its numbers
         self.progress.on_result(result)
         self.tracker.log_episode(result)
 

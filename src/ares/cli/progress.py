@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Protocol, Self
 
@@ -35,34 +36,57 @@ class RunProgress(Protocol):
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None: ...
 
-    def on_result(self, result: EpisodeResult) -> None: ...
+    def on_result(self, result: EpisodeResult, label: str | None = None) -> None: ...
 
     def on_build(self, event: ImageEvent) -> None: ...
 
 
-def run_progress(console: Console, total: int, earlier: Iterable[EpisodeResult] = ()) -> RunProgress:
-    """The live display on a terminal, plain lines otherwise."""
-    tally = _Tally(total, earlier)
+def run_progress(
+    console: Console, total: int, earlier: Iterable[EpisodeResult] = (), *, labels: Sequence[str] = ()
+) -> RunProgress:
+    """The live display on a terminal, plain lines otherwise. With ``labels`` (e.g. the policies of
+    ``ares tasks validate``), results come with one of them and are counted apart, in that order."""
+    tally = _Tally(total, earlier, labels)
     if console.is_terminal:
         return LiveProgress(console, tally)
     return PlainProgress(console, tally)
 
 
-class _Tally:
-    """Counts of the finished episodes; reward means over the scored (not errored) ones."""
+@dataclass
+class _Count:
+    """The episodes of one label (e.g. one policy): how many ended, passed, errored."""
 
-    def __init__(self, total: int, earlier: Iterable[EpisodeResult]) -> None:
+    done: int = 0
+    passed: int = 0
+    errored: int = 0
+
+    def describe(self, label: str) -> str:
+        text = f"{label} {self.passed}/{self.done} passed"
+        return f"{text} ({self.errored} errored)" if self.errored else text
+
+
+class _Tally:
+    """Counts of the finished episodes; reward means over the scored (not errored) ones. With
+    labels, each label is counted apart (the rewards of different policies do not mix)."""
+
+    def __init__(self, total: int, earlier: Iterable[EpisodeResult], labels: Sequence[str] = ()) -> None:
         self.total = total
         self.started = time.monotonic()
         self.done = self.passed = self.errored = 0
         self.reward_sum = 0.0
+        self.by_label = {label: _Count() for label in labels}
         self._errors: set[tuple[str, str]] = set()
         for result in earlier:
             self.add(result)
 
-    def add(self, result: EpisodeResult) -> str | None:
-        """Count ``result``; returns a line announcing its error if that error is new."""
+    def add(self, result: EpisodeResult, label: str | None = None) -> str | None:
+        """Count ``result`` (under ``label``); returns a line announcing its error if that error is new."""
         self.done += 1
+        if label is not None:
+            count = self.by_label.setdefault(label, _Count())
+            count.done += 1
+            count.errored += result.errored
+            count.passed += result.passed
         if result.errored:
             self.errored += 1
             error = result.error or {}
@@ -79,6 +103,8 @@ class _Tally:
         return None
 
     def describe(self) -> str:
+        if self.by_label:
+            return " · ".join(count.describe(label) for label, count in self.by_label.items())
         scored = self.done - self.errored
         mean = f"{self.reward_sum / scored:.3f}" if scored else "-"
         text = f"pass {self.passed}/{scored}  mean reward {mean}"
@@ -113,8 +139,8 @@ class LiveProgress:
     ) -> None:
         self.progress.stop()
 
-    def on_result(self, result: EpisodeResult) -> None:
-        announce = self.tally.add(result)
+    def on_result(self, result: EpisodeResult, label: str | None = None) -> None:
+        announce = self.tally.add(result, label)
         if announce is not None:
             self.progress.console.print(Text(announce, style="red"))
         self.progress.update(self.bar, completed=self.tally.done, description=self.tally.describe())
@@ -207,8 +233,8 @@ class PlainProgress:
         self._stop.set()
         self._thread.join(timeout=1.0)
 
-    def on_result(self, result: EpisodeResult) -> None:
-        announce = self.tally.add(result)
+    def on_result(self, result: EpisodeResult, label: str | None = None) -> None:
+        announce = self.tally.add(result, label)
         if announce is not None:
             self._say(announce)
         done = self.tally.done

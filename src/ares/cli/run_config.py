@@ -68,6 +68,7 @@ class RunConfig:
     trace_file: Path | None = None
     span_level: str = "basic"
     track: list[str] | None = None
+    strict: bool = False
     #: ``track`` parsed (not a flag of its own).
     track_specs: tuple[TrackSpec, ...] = field(init=False, default=())
 

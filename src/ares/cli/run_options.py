@@ -169,3 +169,9 @@ TrackOption = Annotated[
         help="Send metrics to jsonl:PATH, tensorboard:DIR or wandb:PROJECT[@DIR] (offline); repeatable.",
     ),
 ]
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict", help="Refuse tasks whose task.toml has unknown tables or keys (else: a warning each)."
+    ),
+]

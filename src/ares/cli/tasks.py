@@ -36,10 +36,12 @@ from ares.cli.run_options import (
     SandboxOption,
     ShardOption,
     SplitOption,
+    StrictOption,
     TasksOption,
     TemperatureOption,
     VerifierModeOption,
 )
+from ares.cli.task_config import quiet_task_config, reported_task_config
 from ares.core.closing import Closable
 from ares.errors import AresError
 from ares.images.progress import build_listener
@@ -91,6 +93,7 @@ def validate(
     sandbox: SandboxOption = "local",
     out: ValidateOutOption = None,
     resume: ValidateResumeOption = False,
+    strict: StrictOption = False,
 ) -> None:
     """Check every task of a source: the oracle scores 1 (each of --repeats runs, all agreeing) and the
     null policy 0; a JSON report with each task's verdict (good, broken, flaky, errored), rewards,
@@ -102,12 +105,13 @@ def validate(
     config = RunConfig(
         preset=preset, policy="oracle", path=path, tasks=tasks, shard=shard, split=split,
         image_template=image_template, verifier_mode=verifier_mode, concurrency=concurrency,
-        sandbox=sandbox, out=out, resume=resume,
+        sandbox=sandbox, out=out, resume=resume, strict=strict,
     )  # fmt: skip
     out_dir = out if out is not None else Path("runs") / f"validate-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     report = _report(config, out_dir / REPORT_NAME, repeats)
     try:
-        task_ids = [task.id for task in make(preset, **config.env_options).tasks]
+        with reported_task_config(strict):
+            task_ids = [task.id for task in make(preset, **config.env_options).tasks]
         sandbox_factory = make_sandbox_factory(sandbox)
     except AresError as exc:
         raise fail(str(exc)) from None
@@ -116,7 +120,7 @@ def validate(
     skip = report.finished & set(task_ids)
     if skip:
         console.print(f"{len(skip)} of {len(task_ids)} tasks already judged in {report.path}")
-    progress = run_progress(console, (len(task_ids) - len(skip)) * (repeats + 1))
+    progress = run_progress(console, (len(task_ids) - len(skip)) * (repeats + 1), labels=("oracle", "null"))
     started = time.perf_counter()
 
     async def record(verdict: TaskValidation) -> None:
@@ -128,7 +132,7 @@ def validate(
             make_env, task_ids, repeats=repeats, concurrency=concurrency, skip=skip,
             on_episode=progress.on_result, on_task=record,
         )  # fmt: skip
-        with progress, build_listener(progress.on_build):
+        with progress, build_listener(progress.on_build), quiet_task_config():
             asyncio.run(play)
     except AresError as exc:
         raise fail(str(exc)) from None

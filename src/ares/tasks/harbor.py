@@ -1,21 +1,25 @@
 """Load Harbor-format task directories (task.toml, instruction.md, tests/, solution/, environment/).
 
 Validation is strict and eager: a malformed task fails at load time with a message naming the file,
-the field and the fix, rather than mid-episode inside a sandbox. Unknown keys are ignored, as Harbor
-ignores them, so newer task files still load.
+the field and the fix, rather than mid-episode inside a sandbox. An unknown table or key (often a
+typo: ``[agnet]``) still loads, as Harbor lets newer task files load, but is reported as a
+``TaskConfigWarning`` naming the nearest known name. The known names are the ones this loader reads:
+each ``_Section`` records the keys it is asked for, so the check cannot drift from the reading.
 """
 
 from __future__ import annotations
 
+import difflib
 import posixpath
 import re
 import tomllib
-from collections.abc import Mapping
-from dataclasses import dataclass
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ares.errors import TaskError, TaskNotFoundError
+from ares.errors import TaskConfigWarning, TaskError, TaskNotFoundError
 from ares.sandbox.base import IMAGE_WORKDIR, ImageSpec, Resources, SeccompPolicy
 from ares.tasks.model import VERIFIER_MODES, Task, VerifierMode
 
@@ -36,11 +40,16 @@ _MB_PER_UNIT = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 @dataclass(frozen=True)
 class _Section:
-    """One [table] of task.toml, with typed getters whose errors point at file, table and key."""
+    """One [table] of task.toml, with typed getters whose errors point at file, table and key; it
+    records which keys were asked for (``read``) and its sub-tables, so what nobody read is unknown."""
 
     file: Path
     name: str
     data: Mapping[str, Any]
+    read: set[str] = field(default_factory=set)
+    tables: dict[str, _Section] = field(default_factory=dict)
+    #: Free-form (``[metadata]``): any key is known.
+    free: bool = False
 
     def error(self, key: str, problem: str, fix: str) -> TaskError:
         where = f"[{self.name}] {key}" if self.name else key
@@ -50,28 +59,42 @@ class _Section:
         value = self.data[key]
         return f"got {value!r} ({type(value).__name__})"
 
-    def table(self, key: str) -> _Section:
-        value = self.data.get(key, {})
+    def get(self, key: str, default: Any = None) -> Any:
+        """The raw value of ``key`` (``default`` if absent); every read goes through here."""
+        self.read.add(key)
+        return self.data.get(key, default)
+
+    def has(self, key: str) -> bool:
+        self.read.add(key)
+        return key in self.data
+
+    def table(self, key: str, *, free: bool = False) -> _Section:
+        """The sub-table ``[name.key]`` (the same one each time it is asked for)."""
+        if key in self.tables:
+            return self.tables[key]
+        value = self.get(key, {})
+        name = self._full(key)
         if not isinstance(value, dict):
             raise TaskError(
-                f"{self.file}: [{key}] must be a table, {self.got(key)}; write it as a `[{key}]` section"
+                f"{self.file}: [{name}] must be a table, {self.got(key)}; write it as a `[{name}]` section"
             )
-        return _Section(self.file, key, value)
+        section = self.tables[key] = _Section(self.file, name, value, free=free)
+        return section
 
     def string(self, key: str) -> str | None:
-        value = self.data.get(key)
+        value = self.get(key)
         if value is None or isinstance(value, str):
             return value
         raise self.error(key, f"must be a string, {self.got(key)}", f'quote it, e.g. {key} = "..."')
 
     def boolean(self, key: str) -> bool | None:
-        value = self.data.get(key)
+        value = self.get(key)
         if value is None or isinstance(value, bool):
             return value
         raise self.error(key, f"must be true or false, {self.got(key)}", f"write {key} = true or false")
 
     def positive(self, key: str, unit: str, example: str) -> float | None:
-        value = self.data.get(key)
+        value = self.get(key)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
@@ -80,8 +103,35 @@ class _Section:
             )
         return float(value)
 
+    def ignore(self, *keys: str) -> None:
+        """Keys Harbor defines that have no effect here: known, so not reported, but not used."""
+        self.read.update(keys)
+
+    def unknown(self) -> Iterator[str]:
+        """What this table holds that the loader did not read, each with the nearest known name."""
+        if self.free:
+            return
+        for key, value in self.data.items():
+            if key in self.tables:
+                yield from self.tables[key].unknown()
+            elif key not in self.read:
+                yield self._unknown(key, isinstance(value, dict))
+
+    def _unknown(self, key: str, is_table: bool) -> str:
+        near = difflib.get_close_matches(key, sorted(self.read), n=1)
+        hint = ""
+        if near:
+            shown = f"[{self._full(near[0])}]" if near[0] in self.tables else near[0]
+            hint = f" (did you mean {shown}?)"
+        if is_table:
+            return f"unknown table [{self._full(key)}]{hint}"
+        return f"unknown key {key}" + (f" in [{self.name}]" if self.name else "") + hint
+
+    def _full(self, key: str) -> str:
+        return f"{self.name}.{key}" if self.name else key
+
     def str_map(self, key: str) -> dict[str, str]:
-        value = self.data.get(key, {})
+        value = self.get(key, {})
         if not isinstance(value, dict):
             raise self.error(key, f"must be a table, {self.got(key)}", f'write {key} = {{ NAME = "value" }}')
         bad = [k for k, v in value.items() if not isinstance(v, str)]
@@ -113,15 +163,17 @@ def load_harbor_task(path: Path, *, verifier_mode: VerifierMode | None = None) -
     environment = top.table("environment")
     agent = top.table("agent")
     verifier = top.table("verifier")
-    metadata = dict(top.table("metadata").data)
+    metadata = dict(top.table("metadata", free=True).data)
     version = top.string("version")
     if version is not None:
         metadata.setdefault("version", version)
 
+    environment.ignore("build_timeout_sec", "gpus", "gpu_types", "mcp_servers", "skills_dir")
+    agent.ignore("user")
     mode, outputs = _verifier_extension(top, verifier_mode)
     agent_timeout = agent.positive("timeout_sec", "seconds", "600.0") or _DEFAULTS.agent_timeout_s
     verifier_timeout = verifier.positive("timeout_sec", "seconds", "300.0") or _DEFAULTS.verifier_timeout_s
-    return Task(
+    task = Task(
         id=root.name,
         instruction=_instruction(root),
         tests=_tests_dir(root),
@@ -142,6 +194,9 @@ def load_harbor_task(path: Path, *, verifier_mode: VerifierMode | None = None) -
         source="harbor",
         metadata=metadata,
     )
+    for problem in top.unknown():  # after everything was read: what is left, nobody reads
+        warnings.warn(TaskConfigWarning(f"task.toml of {task.id}: {problem}"), stacklevel=2)
+    return task
 
 
 def load_harbor_dataset(path: Path, *, verifier_mode: VerifierMode | None = None) -> list[Task]:
@@ -236,12 +291,12 @@ def _resources(env: _Section) -> Resources:
 
 def _size_mb(env: _Section, mb_key: str, text_key: str) -> int | None:
     """Read a size given either as ``<mb_key> = 2048`` or ``<text_key> = "2G"``."""
-    if mb_key in env.data and text_key in env.data:
+    if env.has(mb_key) and env.has(text_key):
         raise env.error(mb_key, f"and {text_key} are both set", "keep only one of them")
     mb = env.positive(mb_key, "megabytes", "2048")
     if mb is not None:
         return max(1, round(mb))
-    text = env.data.get(text_key)
+    text = env.get(text_key)
     if text is None:
         return None
     match = _SIZE.match(text) if isinstance(text, str) else None
@@ -285,7 +340,7 @@ def _seccomp(env: _Section) -> SeccompPolicy:
     profile = env.string("seccomp") or "default"
     if profile not in ("default", "unconfined"):
         raise env.error("seccomp", f"is {profile!r}", 'use "default" or "unconfined"')
-    allow = env.data.get("seccomp_allow", [])
+    allow = env.get("seccomp_allow", [])
     if not isinstance(allow, list) or not all(isinstance(name, str) and name for name in allow):
         raise env.error(
             "seccomp_allow", f"must be a list of syscall names, {env.got('seccomp_allow')}",
@@ -298,14 +353,13 @@ def _verifier_extension(top: _Section, override: VerifierMode | None) -> tuple[V
     """``[ares.verifier]``: ``mode = "outputs" | "full"`` and ``outputs = ["/app", ...]`` (an ARES
     extension that Harbor ignores). ``override`` (a loader option) wins over the file."""
     section = top.table("ares").table("verifier")
-    section = _Section(section.file, "ares.verifier", section.data)
     modes = " or ".join(f'"{m}"' for m in VERIFIER_MODES)
     if override is not None and override not in VERIFIER_MODES:
         raise TaskError(f"verifier_mode={override!r} is not a verifier mode; use {modes}")
     mode = section.string("mode") or "outputs"
     if mode not in VERIFIER_MODES:
         raise section.error("mode", f"is {mode!r}", f"use {modes}")
-    raw = section.data.get("outputs", [])
+    raw = section.get("outputs", [])
     if not isinstance(raw, list) or not all(isinstance(p, str) and p.startswith("/") for p in raw):
         raise section.error(
             "outputs", f"must be a list of absolute paths, {section.got('outputs')}",
@@ -321,7 +375,6 @@ def _solution_file(top: _Section) -> str | None:
     """``[ares.agent] solution_file = "solution.py"``: the file, relative to the workdir, that holds a
     function-level task's answer (an ARES extension for single-turn agents; Harbor ignores it)."""
     section = top.table("ares").table("agent")
-    section = _Section(section.file, "ares.agent", section.data)
     name = section.string("solution_file")
     if name is None:
         return None

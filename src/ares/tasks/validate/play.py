@@ -29,14 +29,14 @@ async def validate_tasks(
     repeats: int = 2,
     concurrency: int = 4,
     skip: Collection[str] = (),
-    on_episode: Callable[[EpisodeResult], None] | None = None,
+    on_episode: Callable[[EpisodeResult, Policy], None] | None = None,
     on_task: Callable[[TaskValidation], Awaitable[None]] | None = None,
 ) -> list[TaskValidation]:
     """Validate the tasks of ``make_env()``'s environments (``task_ids``: their ids, in their order),
     except those in ``skip``; the verdicts in the order the tasks were judged.
 
-    ``on_episode`` sees each run as it ends (a progress display); ``on_task`` each verdict, awaited
-    one at a time.
+    ``on_episode`` sees each run as it ends, with its policy ("oracle" or "null": a progress display
+    counts them apart); ``on_task`` each verdict, awaited one at a time.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
@@ -49,7 +49,7 @@ async def validate_tasks(
     def collect(policy: Policy) -> Callable[[EpisodeResult], None]:
         def on_result(result: EpisodeResult) -> None:
             if on_episode is not None:
-                on_episode(result)
+                on_episode(result, policy)
             task, repeat = divmod(result.index, repeats) if policy == "oracle" else (result.index, 0)
             verdict = pending.add(task, policy, repeat, RunOutcome.of(policy, result))
             if verdict is not None:
