@@ -69,3 +69,10 @@ class PolicyError(AresError):
 
 class UnknownPresetError(AresError):
     """No preset (or policy) is registered under the requested name."""
+
+
+class MissingExtraError(AresError, ImportError):
+    """A preset needs an optional extra (``pip install 'ares[NAME]'``) that is not installed.
+
+    An ImportError too, so code that guards an optional import with ``except ImportError`` still works.
+    """
