@@ -3,6 +3,7 @@
 Resolution order for a name that is not a stand-in's own (``ares/host``, ``ares/host-python``,
 ``ares/debian:bookworm``) nor an earlier stage:
 
+0. the Dockerfile an image dir of the build provides it from (``image_dirs``), built on first use;
 1. an image built earlier and tagged with that name in the build cache;
 2. the image pulled from its registry (``ares.images.pull.pull_image``, layers kept once per diff_id);
 3. only if the pull failed because no registry could be reached *and* the user turned the fallback on,
@@ -20,9 +21,11 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ares.errors import ImageBuildError
+from ares.images.build.image_dirs import dockerfile_dir_for
 from ares.images.build.standins import (
     BaseImage,
     UnsupportedBaseError,
@@ -162,8 +165,12 @@ class BaseResolver:
         fallback: FallbackMode,
         load_tagged: Callable[[str], Awaitable[ResolvedBase | None]],
         on_debootstrap: Callable[[], None] | None = None,
+        image_dirs: tuple[Path, ...] = (),
+        build_provided: Callable[[str, Path, tuple[Path, ...]], Awaitable[ResolvedBase]] | None = None,
     ) -> None:
         self.cache = cache
+        self.image_dirs = image_dirs
+        self.build_provided = build_provided
         self.runner = runner
         self.puller = puller
         self.fallback = fallback
@@ -177,6 +184,11 @@ class BaseResolver:
         standin = resolve_standin(name)
         if standin is not None:
             return await self.from_standin(standin, log=log)
+        provider = dockerfile_dir_for(name, self.image_dirs)
+        if provider is not None and self.build_provided is not None:
+            if log is not None:
+                log.append(f"{name}: built from {provider}/Dockerfile (an image dir of this build)")
+            return await self.build_provided(name, provider, self.image_dirs)
         tagged = await self.load_tagged(name)
         if tagged is not None:
             return tagged
