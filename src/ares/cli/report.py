@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ares.errors import clip_error
 from ares.rollout.results import RunSummary
 
 #: Task ids listed per line (failed, errored) before "... and N more".
@@ -94,7 +95,7 @@ def _print_failures(console: Console, summary: RunSummary, out_dir: Path) -> Non
         )
         for error in summary.errors:
             lines = error.message.strip().splitlines() or ["(no message)"]
-            message = lines[0] if len(lines[0]) <= _MESSAGE_CHARS else lines[0][: _MESSAGE_CHARS - 3] + "..."
+            message = clip_error(lines[0], _MESSAGE_CHARS)  # the problem's middle goes, never its remedy
             more = f" [+{len(lines) - 1} lines]" if len(lines) > 1 else ""
             example = f"e.g. episode {error.example_index} ({error.example_task_id})"
             text = f"{escape(error.type)}: {escape(message)}{escape(more)}"

@@ -99,6 +99,7 @@ class ImageBuilder:
             on_debootstrap=on_debootstrap,
             image_dirs=image_dirs,
             build_provided=self._provided,
+            listener=self.on_event,
         )
 
     async def build(
