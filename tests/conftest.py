@@ -28,3 +28,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if _SESSION_CACHE is not None:
         janitor.remove_tree(_SESSION_CACHE)
         os.environ.pop("ARES_CACHE_DIR", None)
+
+
+@pytest.fixture(autouse=True)
+def _registry_reach_unknown() -> None:
+    """Each test starts not knowing which registries are out of reach (``ares.images.build.reach``
+    remembers it per process, and tests make registries unreachable on purpose)."""
+    from ares.images.build import reach
+
+    reach.forget()

@@ -73,3 +73,28 @@ class PolicyError(AresError):
 
 class UnknownPresetError(AresError):
     """No preset (or policy) is registered under the requested name."""
+
+
+class MissingExtraError(AresError, ImportError):
+    """A preset needs an optional extra (``pip install 'ares[NAME]'``) that is not installed.
+
+    An ImportError too, so code that guards an optional import with ``except ImportError`` still works.
+    """
+
+
+#: Joins an error's problem and its remedy on one line; summaries that shorten errors keep the remedy
+#: whole (``clip_error``) and shorten the problem instead.
+FIX = "; to fix: "
+
+
+def clip_error(text: str, limit: int = 300) -> str:
+    """``text`` (one line) in at most about ``limit`` characters: the middle of the problem goes, never
+    the end of the line nor its ``FIX`` remedy."""
+    problem, sep, remedy = text.rpartition(FIX)
+    if not sep:
+        problem, remedy = text, ""
+    room = max(limit - len(sep) - len(remedy), 80)
+    if len(problem) > room:
+        keep = room - 3
+        problem = problem[: keep * 2 // 3] + " … " + problem[len(problem) - (keep - keep * 2 // 3) :]
+    return problem + sep + remedy

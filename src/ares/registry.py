@@ -17,6 +17,7 @@ from ares.agents.tool_agent import ToolAgentFactory
 from ares.envs.code_env import CodeEnvironment
 from ares.envs.context_window import ContextWindow
 from ares.errors import AgentError, PolicyError, TaskNotFoundError, UnknownPresetError
+from ares.extras import require_extras
 from ares.llm.interceptor import LLMClient
 from ares.llm.tokens import TokenRenderer
 from ares.llm.types import LLMResponse
@@ -39,6 +40,10 @@ class Preset:
     options: tuple[str, ...] = ()
     #: Builds the preset's agent factory (default: the bash agent); called once per ``make``.
     agent: Callable[[], AgentFactory] = BashAgentFactory
+    #: Optional extras (``ares.extras``) its tasks need (to load or grade them), checked by ``make``.
+    task_extras: tuple[str, ...] = ()
+    #: Optional extras its own agent needs (not checked when ``make`` is given another agent).
+    agent_extras: tuple[str, ...] = ()
 
 
 def _harbor_tasks(
@@ -81,6 +86,10 @@ def _swebench_tasks(
 
 
 _SWE_OPTIONS = ("path", "split", "image_template")
+_SWE = ("swe",)  # graded by the swebench harness's parsers
+
+
+_MSWEA = ("mswea",)
 
 
 def _mini_swe_agent() -> AgentFactory:
@@ -107,10 +116,11 @@ _CLI_SOURCES = {
     "harbor": ("a Harbor dataset (path=DIR or dataset=NAME@VERSION)", _harbor_tasks, _HARBOR_OPTIONS),
     "swebench": ("SWE-bench-format instances (path=FILE|DIR)", _swebench_tasks, _SWE_OPTIONS),
 }
+_SOURCE_EXTRAS: dict[str, tuple[str, ...]] = {"swebench": ("swe",)}
 _CLI_PRESETS = {
     f"{source}-{cli}": Preset(
         f"{source}-{cli}", f"{what}, {title} (npm, installed on first use) stepped through the proxy",
-        load, options, agent=_cli_agent(cli),
+        load, options, agent=_cli_agent(cli), task_extras=_SOURCE_EXTRAS.get(source, ()),
     )
     for cli, title in _CLIS.items()
     for source, (what, load, options) in _CLI_SOURCES.items()
@@ -152,27 +162,27 @@ PRESETS: dict[str, Preset] = {
     ),
     "humaneval-mswea": Preset(
         "humaneval-mswea", "164 HumanEval problems, the real mini-swe-agent (ares[mswea]), local sandbox",
-        lambda: load_humaneval(), agent=_mini_swe_agent,
+        lambda: load_humaneval(), agent=_mini_swe_agent, agent_extras=_MSWEA,
     ),
     "harbor-mswea": Preset(
         "harbor-mswea", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), the real mini-swe-agent",
-        _harbor_tasks, _HARBOR_OPTIONS, agent=_mini_swe_agent,
+        _harbor_tasks, _HARBOR_OPTIONS, agent=_mini_swe_agent, agent_extras=_MSWEA,
     ),
     "swebench": Preset(
         "swebench", "SWE-bench-format instances (path=FILE|DIR, split, image_template), bash agent",
-        _swebench_tasks, _SWE_OPTIONS,
+        _swebench_tasks, _SWE_OPTIONS, task_extras=_SWE,
     ),
     "swebench-tools": Preset(
         "swebench-tools", "SWE-bench-format instances (path=FILE|DIR), tool-calling agent",
-        _swebench_tasks, _SWE_OPTIONS, agent=ToolAgentFactory,
+        _swebench_tasks, _SWE_OPTIONS, agent=ToolAgentFactory, task_extras=_SWE,
     ),
     "swebench-mswea": Preset(
         "swebench-mswea", "SWE-bench-format instances (path=FILE|DIR), the real mini-swe-agent",
-        _swebench_tasks, _SWE_OPTIONS, agent=_mini_swe_agent,
+        _swebench_tasks, _SWE_OPTIONS, agent=_mini_swe_agent, task_extras=_SWE, agent_extras=_MSWEA,
     ),
     "swebench-cli": Preset(
         "swebench-cli", "SWE-bench-format instances (path=FILE|DIR), CLI agent via the proxy",
-        _swebench_tasks, _SWE_OPTIONS, agent=tool_loop_cli,
+        _swebench_tasks, _SWE_OPTIONS, agent=tool_loop_cli, task_extras=_SWE,
     ),
     "humaneval-single": Preset(
         "humaneval-single", "164 HumanEval problems, single-turn agent (one reply is the whole solution.py)",
@@ -313,6 +323,9 @@ def make(
     if unknown:
         allowed = ", ".join(spec.options) or "none"
         raise UnknownPresetError(f"preset {preset!r} has no option(s) {sorted(unknown)}; options: {allowed}")
+    require_extras(
+        spec.task_extras + (spec.agent_extras if agent is None else ()), needed_by=f"preset {preset!r}"
+    )
     agent_factory = _agent_factory(agent) if agent is not None else spec.agent()
     if context_budget is not None:
         agent_factory = _with_context(agent_factory, context_budget)

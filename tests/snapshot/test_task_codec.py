@@ -23,3 +23,12 @@ def test_a_harbor_task_declaring_a_solution_file_round_trips() -> None:
     task = load_harbor_dataset(FIXTURES / "harbor-single")[0]
     assert task.solution_file is not None
     assert task_from_json(json.loads(json.dumps(task_to_json(task)))) == task
+
+
+def test_a_swe_task_keeps_its_image_dirs() -> None:
+    """The set's image dir travels with the task, so a restored episode can still build its base."""
+    from ares.tasks.swe.task import load_swe_tasks
+
+    task = load_swe_tasks(FIXTURES / "swe" / "instances.jsonl")[0]
+    assert task.image.image_dirs == ((FIXTURES / "swe" / "images").resolve(),)
+    assert task_from_json(json.loads(json.dumps(task_to_json(task)))).image == task.image

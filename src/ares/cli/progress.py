@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from rich.table import Column
 from rich.text import Text
 
+from ares.errors import clip_error
 from ares.images.progress import ImageEvent, PullEvent
 from ares.rollout.results import EpisodeResult
 
@@ -95,9 +96,8 @@ class _Tally:
             if (kind, first_line) in self._errors or len(self._errors) >= MAX_ANNOUNCED_ERRORS:
                 return None
             self._errors.add((kind, first_line))
-            if len(first_line) > _MESSAGE_CHARS:
-                first_line = first_line[: _MESSAGE_CHARS - 3] + "..."
-            return f"episode {result.index} ({result.task_id}) errored: {kind}: {first_line}"
+            shown = clip_error(first_line, _MESSAGE_CHARS)  # the problem's middle goes, never its remedy
+            return f"episode {result.index} ({result.task_id}) errored: {kind}: {shown}"
         self.passed += result.passed
         self.reward_sum += result.reward or 0.0
         return None
@@ -182,7 +182,7 @@ class LiveProgress:
                 del self._builds[key]
                 self._pulls.pop(event.image, None)
             if event.state != "cached":
-                style = "red" if event.state == "failed" else "green"
+                style = {"failed": "red", "substituted": "yellow"}.get(event.state, "green")
                 self.progress.console.print(Text(f"image {event.describe()}", style=style))
             return
         if row is None:

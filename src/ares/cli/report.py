@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ares.errors import clip_error
 from ares.rollout.results import RunSummary
 
 #: Task ids listed per line (failed, errored) before "... and N more".
@@ -99,7 +100,7 @@ def _print_failures(console: Console, summary: RunSummary, out_dir: Path) -> Non
         )
         for error in summary.errors:
             lines = error.message.strip().splitlines() or ["(no message)"]
-            message = lines[0] if len(lines[0]) <= _MESSAGE_CHARS else lines[0][: _MESSAGE_CHARS - 3] + "..."
+            message = clip_error(lines[0], _MESSAGE_CHARS)  # the problem's middle goes, never its remedy
             more = f" [+{len(lines) - 1} lines]" if len(lines) > 1 else ""
             example = f"e.g. episode {error.example_index} ({error.example_task_id})"
             line = Text.assemble(

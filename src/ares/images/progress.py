@@ -70,7 +70,7 @@ class BuildEvent:
         return f"{head}: {'done' if self.state == 'done' else 'FAILED'} in {self.elapsed_s:.1f}s"
 
 
-PullState = Literal["resolving", "downloading", "extracting", "done", "cached", "failed"]
+PullState = Literal["resolving", "downloading", "extracting", "done", "cached", "failed", "substituted"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,8 @@ class PullEvent:
     """One change in a pull.
 
     ``layer`` is the blob digest, or None for an event about the whole image: ``resolving`` when it
-    starts, then ``done`` (something was downloaded), ``cached`` (nothing was) or ``failed``.
+    starts, then ``done`` (something was downloaded), ``cached`` (nothing was) or ``failed``; or
+    ``substituted`` alone: no registry in reach, a stand-in serves the image (``message`` says which).
     ``done``/``total`` are stored (compressed) bytes: of the layer, or of the whole image for image
     events (``total`` None when unknown). ``layers``/``downloaded`` count the image's layers and how
     many of them were downloaded (image events only).
@@ -97,7 +98,7 @@ class PullEvent:
     @property
     def finished(self) -> bool:
         """Whether this is the last event of its image."""
-        return self.layer is None and self.state in ("done", "cached", "failed")
+        return self.layer is None and self.state in ("done", "cached", "failed", "substituted")
 
     def describe(self) -> str:
         """One plain line, e.g. ``debian:12 layer 1a2b3c4d5e6f: done 29.1/29.1 MB``."""
@@ -107,6 +108,8 @@ class PullEvent:
                 return f"{self.image}: resolving"
             if self.state == "failed":
                 return f"{self.image}: pull FAILED{': ' + self.message if self.message else ''}"
+            if self.state == "substituted":
+                return f"{self.image}: {self.message}"
             word = "pulled" if self.state == "done" else "up to date"
             return (
                 f"{self.image}: {word} in {self.elapsed_s:.1f}s ({self.layers} layers, "

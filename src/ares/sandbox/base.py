@@ -51,10 +51,13 @@ class ImageSpec:
     """Where a sandbox's filesystem comes from: a named image and/or a Dockerfile directory.
 
     ``None`` for both means the backend's default base (the host's system dirs for the local sandbox).
+    ``image_dirs``: directories of image Dockerfiles the build may need (``FROM [...]/NAME[:TAG]``
+    builds ``<dir>/NAME/Dockerfile`` on first use; ``ares.images.build.image_dirs``; local backend).
     """
 
     name: str | None = None
     dockerfile_dir: Path | None = None
+    image_dirs: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ def task_to_json(task: Task) -> dict[str, Any]:
         "image": {
             "name": task.image.name,
             "dockerfile_dir": None if task.image.dockerfile_dir is None else str(task.image.dockerfile_dir),
+            "image_dirs": [str(path) for path in task.image.image_dirs],
         },
         "resources": dataclasses.asdict(task.resources),
         "network": task.network,
@@ -53,6 +54,7 @@ def task_from_json(data: Mapping[str, Any]) -> Task:
         image=ImageSpec(
             name=image.get("name"),
             dockerfile_dir=None if image.get("dockerfile_dir") is None else Path(image["dockerfile_dir"]),
+            image_dirs=tuple(Path(path) for path in image.get("image_dirs") or ()),
         ),
         resources=Resources(**resources),
         network=bool(data["network"]),

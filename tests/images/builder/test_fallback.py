@@ -11,11 +11,13 @@ import httpx
 import pytest
 from oci_registry_kit import free_port
 
-from ares.errors import ImageBuildError
+from ares.errors import FIX, ImageBuildError
+from ares.images.build import reach
 from ares.images.build.bases import FALLBACK_ENV, fallback_mode
 from ares.images.build.standins import ensure_debian_root, host_python_version
 from ares.images.cache import ImageCache
 from ares.images.errors import ImageError
+from ares.images.progress import ImageEvent, PullEvent
 from ares.sandbox.local.images import image_sandbox, local_builder
 
 PY = ".".join((host_python_version() or "3.11").split(".")[:2])
@@ -82,14 +84,51 @@ async def test_fallback_standin_serves_python_only_when_no_registry_answers(tmp_
     record = cache.find(image.key)
     assert record is not None and record.substitutions[0]["served_by"] == "ares/host-python"
     assert (await local_builder(cache).load(record)).served_by == "ares/host-python"
+    reach.forget()  # the run above learned docker.io out of reach; these are other machines
     # A registry that answers "no such image" is not an offline machine: no stand-in then.
     with pytest.raises(ImageBuildError, match=r"FROM python:\S+: python\S+: not found on docker.io"):
         await local_builder(cache, fallback="standin", puller=refused).build(context(tmp_path / "b", text))
-    # Nor for a name no stand-in can serve.
-    with pytest.raises(ImageBuildError, match="no registry is reachable, and no stand-in can serve node:20"):
+    # Nor for a name no stand-in can serve: the error says what can make it available instead.
+    with pytest.raises(ImageBuildError, match="no registry is reachable") as caught:
         await local_builder(cache, fallback="standin", puller=offline).build(
             context(tmp_path / "c", "FROM node:20\n")
         )
+    assert "; to fix: no stand-in can serve node:20 " in str(caught.value)
+    assert "ARES_REGISTRY_MIRRORS=docker.io=" in str(caught.value) and "\n" not in str(caught.value)
+
+
+async def test_offline_standin_learns_the_registry_once_and_reports_substitutions(
+    no_registry: None, tmp_path: Path
+) -> None:
+    """The real puller against an unreachable docker.io: one lookup, then every image goes straight to
+    its stand-in; no "pull FAILED" event, a substitution event per image instead."""
+    events: list[ImageEvent] = []
+    builder = local_builder(ImageCache(tmp_path / "cache"), fallback="standin", on_event=events.append)
+    for index, tag in enumerate((f"{PY}-slim", PY, f"{PY}-slim")):
+        image = await builder.build(context(tmp_path / f"ctx{index}", f"FROM python:{tag}\nRUN true\n"))
+        assert image.served_by == "ares/host-python"
+    pulls = [e for e in events if isinstance(e, PullEvent) and e.layer is None]
+    assert [e.state for e in pulls] == ["resolving", "substituted", "substituted", "substituted"]
+    first, *later = (e.describe() for e in pulls[1:])
+    assert first.startswith(f"python:{PY}-slim: no registry in reach (cannot reach docker.io")
+    assert first.endswith(f"served by stand-in ares/host-python (the host's Python {host_python_version()})")
+    assert all("(docker.io out of reach, found earlier in this run)" in line for line in later)
+    assert list(reach.unreachable_registries()) == ["docker.io"]
+
+
+async def test_remedies_name_only_what_can_serve_the_image(no_registry: None, tmp_path: Path) -> None:
+    cache = ImageCache(tmp_path / "cache")
+    for fallback in ("off", "standin"):
+        with pytest.raises(ImageBuildError) as caught:
+            await local_builder(cache, fallback=fallback).build(
+                context(tmp_path / fallback, "FROM ares-swe/boltons:26.2.0\n")
+            )
+        message = str(caught.value)
+        problem, _, remedy = message.partition(FIX)
+        assert problem.startswith("FROM ares-swe/boltons:26.2.0: cannot pull it, no registry is reachable (")
+        assert "no stand-in can serve ares-swe/boltons:26.2.0" in remedy and FALLBACK_ENV not in remedy
+        assert "`ares images build DIR -t ares-swe/boltons:26.2.0`" in remedy
+        assert "images/boltons/Dockerfile" in remedy and "oci:DIR[:TAG]" in remedy
 
 
 def test_the_switch_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -191,8 +191,9 @@ def test_preset_options_are_checked(tmp_path: Path) -> None:
     assert [t.metadata["image"] for t in env.tasks] == [
         "reg:5000/sweb.mahmoud_1776_boltons-90001:v1", "reg:5000/sweb.mahmoud_1776_boltons-90002:v1",
     ]  # fmt: skip
-    dockerfile = make("swebench", path=INSTANCES, tasks=TOOLZ).tasks[0].image.dockerfile_dir
-    assert dockerfile == (FIXTURES / "images" / "instances" / TOOLZ).resolve()
+    image = make("swebench", path=INSTANCES, tasks=TOOLZ).tasks[0].image
+    assert image.dockerfile_dir == (FIXTURES / "images" / "instances" / TOOLZ).resolve()
+    assert image.image_dirs == ((FIXTURES / "images").resolve(),)  # FROM ares-swe/toolz:1.2.0 -> images/toolz
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -205,6 +206,23 @@ def test_cli_flags_are_checked() -> None:
     assert "needs an instance file" in _cli("run", "swebench").stderr
     assert "--image-template applies to" in _cli("run", "humaneval", "--image-template", "x/{name}").stderr
     assert "--split applies to" in _cli("run", "harbor", "--split", "test").stderr
+
+
+def test_cli_run_builds_the_set_images_on_first_use(tmp_path: Path) -> None:
+    """From an empty image cache, one command: the project image the instance's Dockerfile starts
+    FROM (``ares-swe/toolz:1.2.0``) is built from ``images/toolz/`` beside the instance file."""
+    cache = tmp_path / "cache"
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-m", "ares.cli.main", "run", "swebench", "--path", str(INSTANCES),
+         "--tasks", TOOLZ, "-p", "oracle", "--out", str(out)],
+        capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "ARES_CACHE_DIR": str(cache), "ARES_IMAGE_FALLBACK": "off"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "image images-toolz: built" in done.stdout and "FAILED" not in done.stdout
+    result = json.loads(next((out / "episodes").glob("*.json")).read_text())
+    assert result["reward"] == 1.0
 
 
 @pytest.mark.parametrize("policy", ["oracle", "null"])

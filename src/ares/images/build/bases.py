@@ -3,6 +3,7 @@
 Resolution order for a name that is not a stand-in's own (``ares/host``, ``ares/host-python``,
 ``ares/debian:bookworm``) nor an earlier stage:
 
+0. the Dockerfile an image dir of the build provides it from (``image_dirs``), built on first use;
 1. an image built earlier and tagged with that name in the build cache;
 2. the image pulled from its registry (``ares.images.pull.pull_image``, layers kept once per diff_id);
 3. only if the pull failed because no registry could be reached *and* the user turned the fallback on,
@@ -10,7 +11,8 @@ Resolution order for a name that is not a stand-in's own (``ares/host``, ``ares/
 
 The fallback is ``off`` unless ``ARES_IMAGE_FALLBACK`` (or the builder's ``fallback`` option) says:
 
-* ``standin``: pull first; on an unreachable registry, serve the name from a stand-in;
+* ``standin``: pull first; on an unreachable registry, serve the name from a stand-in (reported as a
+  substitution; the registry host is then known out of reach for the rest of the process, ``reach``);
 * ``offline``: do not contact a registry for names a stand-in can serve (air-gapped machines, the
   test suite); other names are still pulled.
 """
@@ -20,9 +22,14 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ares.errors import ImageBuildError
+from ares.images.build.image_dirs import dockerfile_dir_for
+from ares.images.build.reach import first_contact, registry_host, why_unreachable
+from ares.images.build.reach import record as record_reach
+from ares.images.build.remedy import FALLBACK_ENV, unpullable_remedy
 from ares.images.build.standins import (
     BaseImage,
     UnsupportedBaseError,
@@ -37,9 +44,9 @@ from ares.images.build.steps import StepRunner
 from ares.images.cache import ImageCache
 from ares.images.config import ImageConfig
 from ares.images.errors import ImageError
+from ares.images.progress import BuildListener, ImageEvent, PullEvent, current_listener, emit
 from ares.images.rootfs import RootfsPlan
 
-FALLBACK_ENV = "ARES_IMAGE_FALLBACK"
 FallbackMode = Literal["off", "standin", "offline"]
 FALLBACK_MODES: tuple[FallbackMode, ...] = ("off", "standin", "offline")
 
@@ -162,8 +169,14 @@ class BaseResolver:
         fallback: FallbackMode,
         load_tagged: Callable[[str], Awaitable[ResolvedBase | None]],
         on_debootstrap: Callable[[], None] | None = None,
+        image_dirs: tuple[Path, ...] = (),
+        build_provided: Callable[[str, Path, tuple[Path, ...]], Awaitable[ResolvedBase]] | None = None,
+        listener: BuildListener | None = None,
     ) -> None:
+        self.listener = listener
         self.cache = cache
+        self.image_dirs = image_dirs
+        self.build_provided = build_provided
         self.runner = runner
         self.puller = puller
         self.fallback = fallback
@@ -177,6 +190,11 @@ class BaseResolver:
         standin = resolve_standin(name)
         if standin is not None:
             return await self.from_standin(standin, log=log)
+        provider = dockerfile_dir_for(name, self.image_dirs)
+        if provider is not None and self.build_provided is not None:
+            if log is not None:
+                log.append(f"{name}: built from {provider}/Dockerfile (an image dir of this build)")
+            return await self.build_provided(name, provider, self.image_dirs)
         tagged = await self.load_tagged(name)
         if tagged is not None:
             return tagged
@@ -190,30 +208,72 @@ class BaseResolver:
             else:
                 why = f"{how}; {FALLBACK_ENV}=offline"
                 return await self.from_standin(standin, log=log, requested=name, reason=why)
+        return await self._pull(name, platform=platform, log=log)
+
+    async def _pull(self, name: str, *, platform: str | None, log: list[str] | None) -> ResolvedBase:
+        """Pull ``name``. With ``standin`` on and a stand-in that can serve it, an unreachable registry
+        is a substitution (reported as one, learned once per process: ``reach``), not a failure;
+        otherwise the error ends with what can make the image available (``remedy``)."""
+        host = registry_host(name)
+        standin = self._standin(name)
+        held: list[ImageEvent] = []
+        options: dict[str, Any] = {}
+        if standin is not None:  # a failed pull that the stand-in then covers is not news
+            options["listener"] = lambda event: self._hold_failure(event, held)
         try:
-            pulled = await self.puller(name, cache=self.cache, platform=platform, policy="missing")
+            async with first_contact(host if standin is not None else None):
+                known = why_unreachable(host) if standin is not None else None
+                if known is None:
+                    pulled = await self.puller(
+                        name, cache=self.cache, platform=platform, policy="missing", **options
+                    )
         except (ImageError, ImageBuildError) as exc:
-            if not unreachable(exc):
+            offline = unreachable(exc)
+            record_reach(host, reachable=not offline, why=one_line(str(exc), 200))
+            if offline and standin is not None:
+                return await self._substitute(name, standin, one_line(str(exc), 200), log)
+            for event in held:
+                emit(self.listener or current_listener(), event)
+            if not offline:
                 raise BaseUnavailableError(f"FROM {name}: {one_line(str(exc))}") from exc
-            if self.fallback == "off":
-                raise BaseUnavailableError(
-                    f"FROM {name}: cannot pull it, no registry is reachable ({one_line(str(exc), 200)}); "
-                    f"to build offline on a stand-in base set {FALLBACK_ENV}=standin "
-                    "(or `ares images build --fallback standin`)"
-                ) from exc
-            try:
-                standin, how = standin_for(name)
-            except UnsupportedBaseError as missing:
-                raise BaseUnavailableError(
-                    f"FROM {name}: cannot pull it, no registry is reachable, and {one_line(str(missing))}"
-                ) from exc
-            why = f"{how}; no registry reachable, {FALLBACK_ENV}={self.fallback}"
-            return await self.from_standin(standin, log=log, requested=name, reason=why)
+            raise BaseUnavailableError(
+                f"FROM {name}: cannot pull it, no registry is reachable ({one_line(str(exc), 200)})"
+                + unpullable_remedy(name, fallback=self.fallback, host=host)
+            ) from exc
+        if known is not None and standin is not None:
+            earlier = f"{host} out of reach, found earlier in this run"
+            return await self._substitute(name, standin, earlier, log)
+        record_reach(host, reachable=True)
         pinned = getattr(pulled, "reference", None) or pinned_name(name, pulled.manifest_digest)
         key = _base_key("pulled", pulled.manifest_digest, platform or "")
         if log is not None:
             log.append(f"pulled {pinned}")
         return ResolvedBase(pinned, key, pulled.plan, pulled.config)
+
+    def _standin(self, name: str) -> tuple[BaseImage, str] | None:
+        """The stand-in that would serve ``name`` if no registry answers, when the fallback allows one."""
+        if self.fallback != "standin":
+            return None
+        try:
+            return standin_for(name)
+        except UnsupportedBaseError:
+            return None
+
+    def _hold_failure(self, event: ImageEvent, held: list[ImageEvent]) -> None:
+        if isinstance(event, PullEvent) and event.layer is None and event.state == "failed":
+            held.append(event)
+        else:
+            emit(self.listener or current_listener(), event)
+
+    async def _substitute(
+        self, name: str, standin: tuple[BaseImage, str], why: str, log: list[str] | None
+    ) -> ResolvedBase:
+        """``name`` served by ``standin`` because no registry is in reach (``why``), and said so."""
+        base, how = standin
+        message = f"no registry in reach ({why}), served by stand-in {base.name} ({how})"
+        emit(self.listener or current_listener(), PullEvent(name, None, "substituted", message=message))
+        reason = f"{how}; no registry reachable, {FALLBACK_ENV}={self.fallback}"
+        return await self.from_standin(base, log=log, requested=name, reason=reason)
 
     async def from_standin(
         self,

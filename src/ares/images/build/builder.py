@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,6 +48,8 @@ BUILD_PASSTHROUGH = (
     "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "npm_config_registry",
 )  # fmt: skip
 DEFAULT_STEP_TIMEOUT_S = 1800.0
+#: The image-dir images being built for a ``FROM`` in this context, outermost first (catches cycles).
+_providing: ContextVar[tuple[str, ...]] = ContextVar("ares_providing_images", default=())
 
 
 class ImageBuilder:
@@ -82,8 +85,11 @@ class ImageBuilder:
         self.fallback: FallbackMode = fallback_mode(fallback)
         self.puller = puller or default_puller
 
-    def resolver(self, on_debootstrap: Callable[[], None] | None = None) -> BaseResolver:
-        """Resolves ``FROM`` names for this builder (``on_debootstrap``: told before a slow base)."""
+    def resolver(
+        self, on_debootstrap: Callable[[], None] | None = None, image_dirs: tuple[Path, ...] = ()
+    ) -> BaseResolver:
+        """Resolves ``FROM`` names for this builder (``on_debootstrap``: told before a slow base;
+        ``image_dirs``: Dockerfiles that provide named images, see ``image_dirs``)."""
         return BaseResolver(
             self.cache,
             self.runner,
@@ -91,6 +97,9 @@ class ImageBuilder:
             fallback=self.fallback,
             load_tagged=self._tagged,
             on_debootstrap=on_debootstrap,
+            image_dirs=image_dirs,
+            build_provided=self._provided,
+            listener=self.on_event,
         )
 
     async def build(
@@ -101,8 +110,10 @@ class ImageBuilder:
         build_args: Mapping[str, str] | None = None,
         tags: tuple[str, ...] = (),
         target: str | None = None,
+        image_dirs: tuple[Path, ...] = (),
     ) -> LocalImage:
-        """Build ``context_dir/dockerfile`` (up to stage ``target``, default the last) and tag it."""
+        """Build ``context_dir/dockerfile`` (up to stage ``target``, default the last) and tag it;
+        a ``FROM`` an image of ``image_dirs`` provides builds that first (see ``image_dirs``)."""
         path = context_dir / dockerfile
         try:
             text = path.read_text()
@@ -110,21 +121,30 @@ class ImageBuilder:
             raise DockerfileError(f"cannot read {path}: {exc.strerror}") from exc
         return await self._build(
             text, context_dir, label=context_label(context_dir), args=build_args, tags=tags, target=target,
-            source=str(path.resolve()),
+            source=str(path.resolve()), image_dirs=image_dirs,
         )  # fmt: skip
 
-    async def from_name(self, name: str) -> LocalImage:
-        """A tagged image from the cache, or a base image by name (pulled, or a stand-in)."""
+    async def from_name(self, name: str, *, image_dirs: tuple[Path, ...] = ()) -> LocalImage:
+        """A tagged image from the cache, or a base image by name (built from ``image_dirs``, pulled,
+        or a stand-in)."""
         record = self.cache.find(name)
-        if record is not None:
+        if record is not None and not image_dirs:
             return await self.load(record)
-        return await self.build_text(f"FROM {name}\n", label=name)
+        return await self.build_text(f"FROM {name}\n", label=name, image_dirs=image_dirs)
 
     async def build_text(
-        self, text: str, *, label: str = "inline", context_dir: Path | None = None, target: str | None = None
+        self,
+        text: str,
+        *,
+        label: str = "inline",
+        context_dir: Path | None = None,
+        target: str | None = None,
+        image_dirs: tuple[Path, ...] = (),
     ) -> LocalImage:
         context = context_dir or Path("/nonexistent-context")
-        return await self._build(text, context, label=label, args=None, tags=(), target=target, source=label)
+        return await self._build(
+            text, context, label=label, args=None, tags=(), target=target, source=label, image_dirs=image_dirs
+        )
 
     async def _build(
         self,
@@ -136,12 +156,13 @@ class ImageBuilder:
         tags: tuple[str, ...],
         target: str | None,
         source: str,
+        image_dirs: tuple[Path, ...] = (),
     ) -> LocalImage:
         build_args = dict(args or {})
         staged = split_stages(parse_dockerfile(text), build_args)
         log_path = self.cache.log_path(label)
         with open(log_path, "w") as log:  # noqa: ASYNC230 - a local log file
-            session = BuildSession(self, BuildContext(context_dir), build_args, log, label)
+            session = BuildSession(self, BuildContext(context_dir), build_args, log, label, image_dirs)
             image = await session.run(staged, target, source=source, tags=tags)
         return replace(image, log_path=log_path)
 
@@ -164,6 +185,23 @@ class ImageBuilder:
         record = self.cache.find(name)
         if record is None or (name not in record.tags and name != record.key):
             return None
+        return await self._as_base(record)
+
+    async def _provided(self, name: str, context_dir: Path, image_dirs: tuple[Path, ...]) -> ResolvedBase:
+        """``FROM name`` that ``context_dir/Dockerfile`` of an image dir provides: built (or found
+        cached, layer by layer), tagged ``name``, as a base."""
+        chain = _providing.get()
+        if name in chain:
+            cycle = " -> ".join((*chain, name))
+            raise ImageBuildError(f"FROM {name}: the image dirs build it from itself ({cycle}); fix the FROM")
+        token = _providing.set((*chain, name))
+        try:
+            image = await self.build(context_dir, tags=(name,), image_dirs=image_dirs)
+        finally:
+            _providing.reset(token)
+        record = self.cache.find(image.key)
+        if record is None:
+            raise ImageBuildError(f"{context_dir}: built {name} but its image record is gone; build again")
         return await self._as_base(record)
 
     async def _as_base(self, record: ImageRecord) -> ResolvedBase:

@@ -64,4 +64,6 @@ class BuildSettings(Protocol):
     on_log: Callable[[str], None] | None
     on_event: BuildListener | None
 
-    def resolver(self, on_debootstrap: Callable[[], None] | None = None) -> BaseResolver: ...
+    def resolver(
+        self, on_debootstrap: Callable[[], None] | None = None, image_dirs: tuple[Path, ...] = ()
+    ) -> BaseResolver: ...

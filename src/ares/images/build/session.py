@@ -43,8 +43,10 @@ class BuildSession(FileSteps):
         build_args: dict[str, str],
         log: TextIO,
         label: str = "image",
+        image_dirs: tuple[Path, ...] = (),
     ) -> None:
         self.builder = builder
+        self.image_dirs = image_dirs
         self.cache = builder.cache
         self.context = context
         self.build_args = build_args
@@ -157,7 +159,7 @@ class BuildSession(FileSteps):
                 self.event(index, f"{text} (debootstrap of Debian, once)", "building")
 
             notes: list[str] = []
-            resolved = await self.builder.resolver(debootstrap).resolve(
+            resolved = await self.builder.resolver(debootstrap, self.image_dirs).resolve(
                 stage.base, platform=stage.platform, log=notes
             )
             for note in notes:
@@ -298,7 +300,7 @@ class BuildSession(FileSteps):
         earlier = dockerfile.find(ref.lower(), before=stage.index)
         if earlier is not None:
             return states[earlier.index]
-        resolved = await self.builder.resolver().resolve(ref)
+        resolved = await self.builder.resolver(image_dirs=self.image_dirs).resolve(ref)
         if resolved.setup:  # a stand-in with setup layers: build them (cached) like a FROM would
             return await self._start(resolved, 0)
         return _State(resolved.key, resolved.plan, resolved.config, {}, list(resolved.layers), resolved.name)

@@ -88,6 +88,6 @@ async def _resolve(image: ImageSpec) -> LocalImage:
     builder = default_builder()
     if image.dockerfile_dir is not None:
         tags = (image.name,) if image.name else ()
-        return await builder.build(image.dockerfile_dir, tags=tags)
+        return await builder.build(image.dockerfile_dir, tags=tags, image_dirs=image.image_dirs)
     assert image.name is not None
-    return await builder.from_name(image.name)
+    return await builder.from_name(image.name, image_dirs=image.image_dirs)

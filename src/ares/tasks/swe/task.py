@@ -5,6 +5,10 @@ given, that template; else a Dockerfile directory ``<images_dir>/instances/<inst
 exists (``images_dir`` defaults to the ``images`` dir next to the instance file: the fixtures' layout,
 and a simple convention for any locally built set); else the official SWE-bench naming.
 
+``images_dir`` is also the set's image dir (``ares.images.build.image_dirs``): an image the instances
+name, directly or in a ``FROM``, whose repository ends in ``NAME`` is built from
+``<images_dir>/NAME/Dockerfile`` on first use (``ares-swe/toolz:1.2.0`` -> ``images/toolz/``).
+
 What the agent sees: the image (the repository at ``base_commit``), the cleaned problem statement and
 nothing else. The ``test_patch`` and the gold ``patch`` live only in the task's ``SweVerification``
 and ``solution`` on the host; network is off.
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,13 +145,15 @@ def _image(instance: SweInstance, template: str | None, images_dir: Path | None)
     """The image to run and what the instance asked for. A Dockerfile dir of the set's own is used as
     it is (it cuts its history itself); a named image runs through ``hygiene.clean_image``, which
     removes every commit after ``base_commit``."""
+    provides = (images_dir.resolve(),) if images_dir is not None else ()
     if not instance.image and template is None and images_dir is not None:
         candidate = images_dir / "instances" / instance.instance_id
         if (candidate / "Dockerfile").is_file():
-            return ImageSpec(dockerfile_dir=candidate.resolve()), str(candidate.resolve())
+            spec = ImageSpec(dockerfile_dir=candidate.resolve(), image_dirs=provides)
+            return spec, str(candidate.resolve())
     name = image_for(instance, template)
     extra = r2e.HIDE_STEPS if instance.expected_output is not None else ()
-    return clean_image(name, instance.base_commit, extra=extra), name
+    return replace(clean_image(name, instance.base_commit, extra=extra), image_dirs=provides), name
 
 
 def _metadata(instance: SweInstance, image: str) -> dict[str, Any]:
