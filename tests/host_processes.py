@@ -10,7 +10,8 @@ import contextlib
 import os
 
 
-def _table() -> tuple[dict[int, int], dict[int, bytes]]:
+def table() -> tuple[dict[int, int], dict[int, bytes]]:
+    """Every host process's parent pid and raw command line (NUL-separated), by pid."""
     parents: dict[int, int] = {}
     cmdlines: dict[int, bytes] = {}
     for entry in filter(str.isdigit, os.listdir("/proc")):
@@ -30,7 +31,7 @@ def _is_pytest(cmdline: bytes) -> bool:
 def processes_with(needle: str) -> list[int]:
     """Pids of this run's processes (see the module docstring) whose command line contains ``needle``
     (arguments joined by spaces)."""
-    parents, cmdlines = _table()
+    parents, cmdlines = table()
     me = os.getpid()
     found = []
     for pid, cmdline in cmdlines.items():
