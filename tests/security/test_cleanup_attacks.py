@@ -498,7 +498,11 @@ def test_stale_cgroup_sweep_stays_inside_its_parent(user: str) -> None:
         pytest.skip("needs root to make decoy cgroups")
     hierarchy = writable_hierarchy()
     dead = dead_pid()
-    parent = hierarchy.own / cgroups.PARENT
+    # Our own sweep runs here, in our cgroup; nobody's in a cgroup of its own (``home``), so that a root
+    # ARES process beside this one (CI's other lane), whose sweep rightly clears dead owners' cgroups
+    # in our shared parent, cannot take the decoy that nobody must leave alone.
+    home = hierarchy.own if user != "nobody" else hierarchy.own / f"ares-test-home-{secrets.token_hex(4)}"
+    parent = home / cgroups.PARENT
     made_parent = not parent.exists()
     other = hierarchy.mount / f"ares-test-{secrets.token_hex(4)}"  # e.g. another container's subtree
     outside = [hierarchy.mount / f"ares-{dead}-abc123", other / f"ares-{dead}-abc124"]
@@ -506,7 +510,7 @@ def test_stale_cgroup_sweep_stays_inside_its_parent(user: str) -> None:
     created: list[Path] = []
     sleepers: dict[Path, subprocess.Popen[bytes]] = {}
     try:
-        for path in (parent, other, *outside, inside_dead, inside_live):
+        for path in (home, parent, other, *outside, inside_dead, inside_live):
             if not path.exists():
                 path.mkdir()
                 created.append(path)
@@ -515,7 +519,13 @@ def test_stale_cgroup_sweep_stays_inside_its_parent(user: str) -> None:
             (path / "cgroup.procs").write_text(str(sleepers[path].pid))
         if user == "nobody":
             code = "from ares.sandbox.local import cgroups; cgroups.sweep_stale(); print('swept')"
-            assert run_as(user, code).stdout == "swept\n"
+            enter = f'echo $$ > {home}/cgroup.procs && exec "$@"'
+            swept = subprocess.run(
+                ["sh", "-c", enter, "sh", *DROP, str(nobody_python()), "-c", code],
+                capture_output=True, text=True, timeout=180, cwd="/",
+                env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{SRC}:{SITE}"},
+            )  # fmt: skip
+            assert swept.stdout == "swept\n", swept.stderr
         else:
             cgroups.sweep_stale()
         for path in outside:
