@@ -25,6 +25,25 @@ class SandboxCrashedError(SandboxError):
     """The sandbox died while an operation was in flight."""
 
 
+class OutputRefusedError(SandboxError):
+    """What the agent left breaks a bound of the verifier's carry (too many entries, a huge or sparse
+    file, a special file, a tree too deep, a path too long, an unreadable dir, too slow to read).
+
+    The agent caused it, so the verifier scores it 0 with the reason on record (term
+    ``refused_<reason>``) instead of erroring the episode. ``outside``: what the agent changed outside
+    its outputs, when that was read before the refusal.
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"the agent's files are refused ({reason}): {detail}")
+        self.reason, self.detail = reason, detail
+        self.outside: Any = None
+
+    @property
+    def term(self) -> str:
+        return f"refused_{self.reason}"
+
+
 class ImageBuildError(SandboxError):
     """An image could not be built: a bad Dockerfile, an unsupported base, or a failing step."""
 

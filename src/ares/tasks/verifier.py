@@ -20,13 +20,14 @@ sandbox (``in-place``) only when the task or the user asks for that mode explici
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ares.errors import SandboxError, VerifierError
+from ares.errors import OutputRefusedError, SandboxError, VerifierError
 from ares.sandbox.base import BindMount, DiffSummary, ExecResult, Sandbox
 from ares.sandbox.capabilities import (
     ArchivingSandbox,
@@ -130,11 +131,16 @@ async def _verify_in_fork(task: Task, sandbox: VerifierForkingSandbox) -> Verdic
     if shell is not None:
         binds += (BindMount(shell[0], SHELL_DIR),)
     outputs = None if task.verifier_mode == "full" else task.output_paths
-    fork = await sandbox.fork_verifier(outputs=outputs, binds=binds)
+    try:
+        fork = await sandbox.fork_verifier(outputs=outputs, binds=binds)
+    except OutputRefusedError as exc:
+        return refusal(exc, _mode(outputs))
     try:
         await fork.sandbox.start()
         argv = None if shell is None else shell[1].argv(SHELL_DIR, f"{TESTS_DIR}/test.sh")
         output = await _run_tests(task, fork.sandbox, argv)
+    except OutputRefusedError as exc:
+        return refusal(exc, _mode(outputs))
     finally:
         await fork.sandbox.stop()  # every process of the tests is dead before their files are read
     try:
@@ -145,6 +151,19 @@ async def _verify_in_fork(task: Task, sandbox: VerifierForkingSandbox) -> Verdic
         )
         raise
     return _verdict(task, rewards, files, output, "full" if outputs is None else "outputs", fork.outside)
+
+
+#: The file a refused carry leaves on the verdict (its reason and detail).
+REFUSED_FILE = "refused.json"
+
+
+def refusal(exc: OutputRefusedError, mode: str, terms: Mapping[str, float] | None = None) -> Verdict:
+    """The verdict on outputs the carry refused: reward 0, the term ``refused_<reason>`` (plus
+    ``terms``), the reason in ``refused.json``. The agent broke a bound, so it is scored, not errored."""
+    record = json.dumps({"reason": exc.reason, "detail": exc.detail}, indent=1)
+    return Verdict(
+        0.0, {**(terms or {}), exc.term: 1.0}, None, mode, LogFiles({REFUSED_FILE: record}), exc.outside
+    )
 
 
 def _materialize(dest: Path, files: Mapping[str, bytes | str]) -> Path:

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import stat
 import tarfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Literal
 
+from ares.errors import OutputRefusedError
 from ares.images.store.extract import LayerRefused, member_path
+from ares.sandbox.carry_bounds import CarryBudget
 
 Kind = Literal["dir", "file", "link", "special"]
 #: Mode bits never carried: setuid and setgid.
@@ -34,8 +37,12 @@ STRIPPED_BITS = 0o6000
 _CHUNK = 1 << 20
 
 
-class CarryRefused(Exception):
-    """The agent's archive breaks a bound or a rule; ``str()`` says which."""
+class CarryRefused(OutputRefusedError):
+    """The agent's archive breaks a bound or a rule; ``str()`` says which (``reason``: one of
+    ``carry_bounds.REASONS``, or ``bad_archive`` for names and duplicates no real tree has)."""
+
+    def __init__(self, detail: str, reason: str = "bad_archive") -> None:
+        super().__init__(reason, detail)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +65,7 @@ class Entry:
     mode: int
     content: str = ""  # a file's sha256, a link's target
     member: tarfile.TarInfo | None = field(default=None, compare=False, repr=False)
+    size: int = field(default=0, compare=False)  # a file's bytes (a hard link's: its target's)
 
     def same(self, other: Entry) -> bool:
         return (self.kind, self.mode, self.content) == (other.kind, other.mode, other.content)
@@ -104,7 +112,9 @@ def list_archive(
     for member in tar:
         count += 1
         if count > limits.max_members:
-            raise CarryRefused(f"the archive of {root} has more than {limits.max_members} entries")
+            raise CarryRefused(
+                f"the archive of {root} has more than {limits.max_members} entries", "too_many_entries"
+            )
         path = _absolute(member.name, parent, root)
         if path == root:
             continue
@@ -145,10 +155,11 @@ def _entry(tar: tarfile.TarFile, member: tarfile.TarInfo, keep: bool) -> Entry:
             handle = None
         if handle is None:
             return Entry("special", 0)
-        digest = hashlib.sha256()
+        digest, size = hashlib.sha256(), 0
         for chunk in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(chunk)
-        return Entry("file", mode, digest.hexdigest(), kept)
+            size += len(chunk)
+        return Entry("file", mode, digest.hexdigest(), kept, size)
     return Entry("special", 0)
 
 
@@ -194,6 +205,25 @@ def plan_carry(agent: Listing, image: Listing, root: str) -> CarryPlan:
     return CarryPlan(tuple(delete), tuple(sorted(carry, key=order.__getitem__)), specials)
 
 
+def check_plan(agent: Listing, plan: CarryPlan, root: str, budget: CarryBudget) -> None:
+    """Hold what ``plan`` changes against ``budget`` by the tar headers alone (``OutputRefusedError``):
+    every deletion and carried entry counts, a carried entry's kind, mode, size, depth and path are
+    checked, and a FIFO, socket or device the agent left is refused."""
+    for path in plan.delete:
+        budget.visit(path, path.count("/") - root.count("/"))
+    for path in plan.carry:
+        budget.visit(path, path.count("/") - root.count("/"))
+        entry = agent.entries[path]
+        member = entry.member
+        assert member is not None, "the agent's listing must keep its members"
+        kind = stat.S_IFDIR if member.isdir() else stat.S_IFLNK if member.issym() else stat.S_IFREG
+        budget.check(path, kind | (member.mode & 0o7777), entry.size)
+    if plan.skipped_special:
+        raise OutputRefusedError(
+            "special_file", f"{plan.skipped_special} FIFOs, sockets or devices below {root}"
+        )
+
+
 def write_carry(
     agent_tar: tarfile.TarFile, agent: Listing, plan: CarryPlan, out: IO[bytes], limits: CarryLimits
 ) -> int:
@@ -219,7 +249,9 @@ def write_carry(
                 info.type, info.size = tarfile.REGTYPE, _size(agent_tar, member)
                 total += info.size
                 if total > limits.max_carry_bytes:
-                    raise CarryRefused(f"the changed files are larger than {limits.max_carry_bytes} bytes")
+                    raise CarryRefused(
+                        f"the changed files are larger than {limits.max_carry_bytes} bytes", "too_large"
+                    )
                 tar.addfile(info, handle)
     return total
 

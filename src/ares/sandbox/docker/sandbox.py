@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import posixpath
 import secrets
 import shutil
 import socket
@@ -417,8 +418,9 @@ class DockerSandbox(StartStopContext):
         carries in only what the agent changed below ``outputs`` (files added or modified with their
         content and mode, symlinks as links, deletions), minus every path ``drop`` names, whose image
         version stays (see ``verifier_fork.py`` and ``carry.py``). An output that is a symlink or not
-        a dir here, or whose archive breaks a bound, is not carried (the image's stays; the fork's
-        ``outside`` names it). Binds need the engine on this host. This sandbox's files stay until its
+        a dir here is not carried (the image's stays; the fork's ``outside`` names it); outputs that
+        break a bound of ``carry_bounds`` raise ``OutputRefusedError`` (here or at ``start``), which
+        the verifier scores 0. Binds need the engine on this host. This sandbox's files stay until its
         ``stop()``, which must come after the fork's.
         """
         if outputs is None:
@@ -444,11 +446,13 @@ class DockerSandbox(StartStopContext):
             changes = None
         scratch = self.host_dir("verifier-carry")
         pending = verifier_fork.PendingCarry([], drop, scratch, changes)
+        changed = None if changes is None else {posixpath.normpath(str(c["Path"])) for c in changes}
         for index, root in enumerate(output_roots(outputs)):
             spool = scratch / f"agent-{index}.tar"
             output = await self._api(
-                f"read {root}", verifier_fork.spool_outputs, api, container, root, spool, pending.limits
-            )
+                f"read {root}", verifier_fork.spool_outputs, api, container, root, spool, pending.limits,
+                changed, pending.budget,
+            )  # fmt: skip
             pending.outputs.append(output)
         fork = DockerSandbox(replace(self.spec, network=False), engine=self._engine, image=self._started_from)
         fork._binds, fork._pending = tuple(binds), pending

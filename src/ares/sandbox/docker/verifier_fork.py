@@ -16,21 +16,23 @@ import os
 import posixpath
 import tarfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import docker
 import docker.errors
 
-from ares.errors import SandboxError
+from ares.errors import OutputRefusedError, SandboxError
 from ares.sandbox.base import DiffSummary, ExecResult
+from ares.sandbox.carry_bounds import CarryBudget
 from ares.sandbox.docker.carry import (
     CarryLimits,
     CarryPlan,
     CarryRefused,
     Listing,
+    check_plan,
     list_archive,
     plan_carry,
     write_carry,
@@ -40,7 +42,7 @@ from ares.sandbox.docker.outputs import MODE_SYMLINK, stat_path, summarize_chang
 
 log = logging.getLogger(__name__)
 
-AgentState = Literal["dir", "missing", "not-dir", "refused"]
+AgentState = Literal["dir", "missing", "not-dir"]
 PUT_ATTEMPTS = 3
 _CHUNK = 1 << 20
 
@@ -65,33 +67,62 @@ class PendingCarry:
     changes: list[Mapping[str, Any]] | None
     limits: CarryLimits = field(default_factory=CarryLimits)
     outside: DiffSummary | None = None
+    #: The bounds of the whole carry (its clock starts when the agent's archive is read).
+    budget: CarryBudget = field(default_factory=CarryBudget)
 
 
 def spool_outputs(
-    api: docker.APIClient, container: str, root: str, spool: Path, limits: CarryLimits
+    api: docker.APIClient,
+    container: str,
+    root: str,
+    spool: Path,
+    limits: CarryLimits,
+    changed: Collection[str] | None = None,
+    budget: CarryBudget | None = None,
 ) -> Output:
-    """Spool the stopped ``container``'s archive of the dir ``root`` into ``spool``. Blocking."""
+    """Spool the stopped ``container``'s archive of the dir ``root`` into ``spool``. Blocking.
+
+    The tar headers are read as the archive streams: a file the engine lists as ``changed`` whose
+    header size breaks ``budget``'s bound is refused (``OutputRefusedError``) before its bytes are
+    fetched, as are more members than ``limits`` allow and a stream slower than the deadline."""
     stat = stat_path(api, container, root)
     if stat is None:
         return Output(root, "missing", spool)
     if not _real_dir(stat, root):
         return Output(root, "not-dir", spool, f"{root} is a symlink or not a directory")
+    budget = budget or CarryBudget()
     stream, _ = api.get_archive(container, root, chunk_size=_CHUNK)
-    written = 0
     try:
         with open(spool, "wb") as out:
-            for chunk in stream:
-                written += len(chunk)
-                if written > limits.max_archive_bytes:
-                    return Output(
-                        root, "refused", spool, f"its archive is larger than {limits.max_archive_bytes} bytes"
-                    )
-                out.write(chunk)
+            tee = _ChunkReader(iter(stream), out, limits.max_archive_bytes, budget)
+            with tarfile.open(fileobj=tee, mode="r|") as tar:  # type: ignore[call-overload]
+                _screen(tar, root, limits, changed, budget)
+            while tee.read(_CHUNK):  # the archive's trailing blocks
+                pass
+    except tarfile.TarError as exc:
+        raise CarryRefused(f"the archive of {root} is malformed: {exc}") from exc
     finally:
         close = getattr(stream, "close", None)
         if close is not None:
             close()
     return Output(root, "dir", spool)
+
+
+def _screen(
+    tar: tarfile.TarFile, root: str, limits: CarryLimits, changed: Collection[str] | None, budget: CarryBudget
+) -> None:
+    """Read the members' headers (tarfile skips each content, which the tee spools meanwhile)."""
+    parent, bound = posixpath.dirname(root), budget.bounds.max_file_bytes
+    for count, member in enumerate(tar, 1):
+        if count > limits.max_members:
+            why = f"the archive of {root} has more than {limits.max_members} entries"
+            raise CarryRefused(why, "too_many_entries")
+        if count % 256 == 0:
+            budget.clock()
+        if member.isreg() and member.size > bound and changed is not None:
+            path = posixpath.join(parent, member.name)
+            if path in changed:
+                raise OutputRefusedError("file_too_large", f"{path} is {member.size} bytes (over {bound})")
 
 
 def _real_dir(stat: Mapping[str, Any], root: str) -> bool:
@@ -124,15 +155,25 @@ def image_listing(
 
 
 def plan_output(
-    output: Output, image: Listing, drop: Callable[[str], bool] | None, limits: CarryLimits, tar_out: Path
+    output: Output,
+    image: Listing,
+    drop: Callable[[str], bool] | None,
+    limits: CarryLimits,
+    tar_out: Path,
+    budget: CarryBudget | None = None,
 ) -> CarryPlan:
-    """The plan for one output and, in ``tar_out``, the tar of what it carries. Blocking."""
+    """The plan for one output and, in ``tar_out``, the tar of what it carries; the plan is held
+    against ``budget`` first (``OutputRefusedError``). Blocking."""
+    budget = budget or CarryBudget()
     if output.state == "missing":
         agent = Listing()
-        return plan_carry(agent, image, output.root)
+        plan = plan_carry(agent, image, output.root)
+        check_plan(agent, plan, output.root, budget)
+        return plan
     with tarfile.open(output.spool, mode="r:") as tar:
         agent = list_archive(tar, output.root, drop, limits, keep_members=True)
         plan = plan_carry(agent, image, output.root)
+        check_plan(agent, plan, output.root, budget)
         if plan.carry:
             with open(tar_out, "wb") as out:
                 write_carry(tar, agent, plan, out, limits)
@@ -150,7 +191,7 @@ async def carry_in(
     """Carry each output into the started fork ``container`` (``call``: the sandbox's API wrapper,
     ``run``: its ``exec``, ``to_thread``: how host work leaves the loop)."""
     for index, output in enumerate(pending.outputs):
-        if output.state in ("not-dir", "refused"):
+        if output.state == "not-dir":
             log.warning("the agent's %s is not carried into the verifier (%s)", output.root, output.why)
             continue
         image = await call(
@@ -164,15 +205,11 @@ async def carry_in(
         )
         tar_out = pending.scratch / f"carry-{index}.tar"
         try:
-            plan = await to_thread(plan_output, output, image, pending.drop, pending.limits, tar_out)
-        except (CarryRefused, tarfile.TarError) as exc:
-            output.state, output.why = "refused", str(exc)
-            log.warning("the agent's %s is not carried into the verifier (%s)", output.root, exc)
-            continue
-        if plan.skipped_special:
-            log.info(
-                "%d FIFOs, devices or sockets below %s were not carried", plan.skipped_special, output.root
+            plan = await to_thread(
+                plan_output, output, image, pending.drop, pending.limits, tar_out, pending.budget
             )
+        except tarfile.TarError as exc:
+            raise CarryRefused(f"the archive of {output.root} is malformed: {exc}") from exc
         if plan.delete:
             listing = b"".join(os.fsencode(p) + b"\0" for p in plan.delete)
             done = await run("xargs -0 -r rm -rf --", cwd="/", stdin=listing, timeout_s=300)
@@ -186,9 +223,7 @@ async def carry_in(
 
 def refused_paths(pending: PendingCarry) -> tuple[str, ...]:
     """The outputs that were not carried, as ``DiffSummary`` paths with the reason."""
-    return tuple(
-        f"{o.root} (not carried: {o.why})" for o in pending.outputs if o.state in ("not-dir", "refused")
-    )
+    return tuple(f"{o.root} (not carried: {o.why})" for o in pending.outputs if o.state == "not-dir")
 
 
 def outside_summary(pending: PendingCarry, baseline: list[Mapping[str, Any]] | None) -> DiffSummary:
@@ -218,19 +253,39 @@ def put_file(api: docker.APIClient, container: str, path: Path) -> None:
 
 
 class _ChunkReader:
-    """An iterator of byte chunks as a file for tarfile's stream mode."""
+    """An iterator of byte chunks as a file for tarfile's stream mode; with ``out``, every chunk
+    is also written there (at most ``limit`` bytes, on ``budget``'s clock)."""
 
-    def __init__(self, chunks: Iterator[bytes]) -> None:
+    def __init__(
+        self,
+        chunks: Iterator[bytes],
+        out: BinaryIO | None = None,
+        limit: int | None = None,
+        budget: CarryBudget | None = None,
+    ) -> None:
         self._chunks = chunks
         self._chunk = b""
         self._at = 0
+        self._out, self._limit, self._budget, self._seen = out, limit, budget, 0
+
+    def _next(self) -> bytes | None:
+        chunk = next(self._chunks, None)
+        if chunk is None or self._out is None:
+            return chunk
+        self._seen += len(chunk)
+        if self._limit is not None and self._seen > self._limit:
+            raise OutputRefusedError("too_large", f"the archive is larger than {self._limit} bytes")
+        if self._budget is not None:
+            self._budget.clock()
+        self._out.write(chunk)
+        return chunk
 
     def read(self, size: int = -1) -> bytes:
         parts: list[bytes] = []
         wanted = size
         while wanted != 0:
             if self._at >= len(self._chunk):
-                chunk = next(self._chunks, None)
+                chunk = self._next()
                 if chunk is None:
                     break
                 self._chunk, self._at = chunk, 0

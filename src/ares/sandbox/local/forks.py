@@ -10,20 +10,19 @@ this module decides which layers it gets.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import secrets
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ares.core.rmtree import remove_tree
+from ares.errors import OutputRefusedError
 from ares.images.rootfs import OverlayMount, RootfsPlan
 from ares.sandbox.base import DiffSummary
+from ares.sandbox.carry_bounds import CarryBudget, refusal_of
 from ares.sandbox.local import diff, layers
 from ares.sandbox.local.stack import LayerStack
-
-#: Entries ``drop`` walks at most in a carried layer (an agent may leave millions of files).
-MAX_DROP_WALK = 200_000
 
 
 async def verifier_plan(
@@ -46,15 +45,50 @@ async def verifier_plan(
     if outputs is None:
         return plan.stacked_on(upper), outside
     layer = sandbox_dir / "outputs"
+    refused = sandbox_dir / "outputs-refused"
+    if refused.exists():  # a second fork of outputs the first refused: the same refusal
+        raise _refusal(refused, outside)
     if not layer.exists():  # a second fork reuses the outputs carried by the first
-        if snapshot_layers:  # copied (linked where possible): the layers are shared with others
-            merged = [upper, *snapshot_layers]
-            await asyncio.to_thread(layers.write_merged, merged, plan.mounts, layer, kept)
-        else:
-            await asyncio.to_thread(diff.carry_outputs, upper, plan.mounts, kept, layer)
-        if drop is not None:
-            await asyncio.to_thread(drop_carried, layer, plan.mounts, kept, drop)
+        try:
+            await asyncio.to_thread(_carry, sandbox_dir, upper, snapshot_layers, plan.mounts, kept, drop)
+        except OutputRefusedError as exc:
+            await asyncio.to_thread(_set_aside, layer, refused, exc)
+            exc.outside = outside
+            raise
     return (stack.image or plan).stacked_on(layer), outside
+
+
+def _carry(
+    sandbox_dir: Path,
+    upper: Path,
+    snapshot_layers: Sequence[Path],
+    mounts: Sequence[OverlayMount],
+    kept: Sequence[str],
+    drop: Callable[[str], bool] | None,
+) -> None:
+    layer = sandbox_dir / "outputs"
+    if snapshot_layers:  # copied (linked where possible): the layers are shared with others
+        budget = CarryBudget()
+        layers.write_merged([upper, *snapshot_layers], mounts, layer, kept, check=budget)
+    else:
+        diff.carry_outputs(upper, mounts, kept, layer)
+    filter_carried(layer, mounts, kept, drop, sandbox_dir / "dropped")
+
+
+def _set_aside(layer: Path, refused: Path, exc: OutputRefusedError) -> None:
+    """A refused layer never serves a fork: renamed out of the way (deleted with the sandbox), with
+    the refusal kept beside it for a second fork."""
+    refused.mkdir(mode=0o700)
+    if layer.exists():
+        os.rename(layer, refused / "layer")
+    (refused / "reason").write_text(f"{exc.reason}\n{exc.detail}")
+
+
+def _refusal(refused: Path, outside: DiffSummary) -> OutputRefusedError:
+    reason, _, detail = (refused / "reason").read_text().partition("\n")
+    exc = OutputRefusedError(reason, detail)
+    exc.outside = outside
+    return exc
 
 
 def new_host_dir(sandbox_dir: Path, name: str) -> Path:
@@ -65,44 +99,58 @@ def new_host_dir(sandbox_dir: Path, name: str) -> Path:
     return path
 
 
-def drop_carried(
-    layer: Path, mounts: Sequence[OverlayMount], outputs: Sequence[str], drop: Callable[[str], bool]
-) -> None:
-    """Remove from a carried ``layer`` every entry below ``outputs`` whose absolute path ``drop``
-    names (a whole subtree for a dir; a whiteout or opaque dir too), so the image's own version shows
-    through in the fork. The layer was written by the agent: nothing here follows a symlink, and the
-    walk is bounded (past the bound the layer is refused rather than half-filtered)."""
-    walked = 0
+def filter_carried(
+    layer: Path,
+    mounts: Sequence[OverlayMount],
+    outputs: Sequence[str],
+    drop: Callable[[str], bool] | None,
+    trash: Path,
+    budget: CarryBudget | None = None,
+) -> int:
+    """Check a carried ``layer`` against ``budget`` (default: the default bounds) and take out every
+    entry below ``outputs`` whose absolute path ``drop`` names (a whole subtree for a dir; a whiteout
+    or opaque dir too), so the image's own version shows through in the fork. Returns the entries
+    visited.
+
+    The layer was written by the agent: nothing here follows a symlink, a directory is read lazily
+    (one of millions of entries costs only up to the bound), and a dropped entry is renamed into
+    ``trash`` (same filesystem, deleted with the sandbox) rather than walked. Past a bound the whole
+    layer is refused (``OutputRefusedError``) rather than half-filtered.
+    """
+    budget = budget or CarryBudget()
+    trash.mkdir(mode=0o700, exist_ok=True)
+    moved = itertools.count(len(os.listdir(trash)))
     for output in sorted({os.path.normpath(p) for p in outputs}):
         mount, rel = diff.mount_of(output, mounts)
         root = layer / mount.key if rel == "." else layer / mount.key / rel
-        stack = [(root, output)]
+        stack = [(str(root), output, 0)]
         while stack:
-            directory, where = stack.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            for entry in entries:
-                walked += 1
-                if walked > MAX_DROP_WALK:
-                    raise OSError(f"more than {MAX_DROP_WALK} changed entries below {output}; refusing")
-                path = f"{where.rstrip('/')}/{os.fsdecode(entry.name)}"
-                st = entry.stat(follow_symlinks=False)
-                if drop(path):
-                    # remove_tree never follows a link and copes with dirs the agent made unreadable.
-                    left = remove_tree(entry.path) if stat.S_ISDIR(st.st_mode) else _unlink(entry.path)
-                    if left:
-                        raise OSError(f"cannot drop {path} from the carried changes: {left[0]}")
-                elif stat.S_ISDIR(st.st_mode):
-                    stack.append((Path(entry.path), path))
+            directory, where, depth = stack.pop()
+            for name, st in _entries(directory, where, depth + 1, budget):
+                host, path = os.path.join(directory, name), f"{where.rstrip('/')}/{os.fsdecode(name)}"
+                if drop is not None and drop(path):
+                    os.rename(host, trash / str(next(moved)))
+                    continue
+                budget.check_stat(path, st)
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append((host, path, depth + 1))
+    return budget.visited
 
 
-def _unlink(path: str) -> list[str]:
+def _entries(directory: str, where: str, depth: int, budget: CarryBudget) -> list[tuple[str, os.stat_result]]:
+    """The entries of one carried dir with their lstat, counted against ``budget`` as they are read."""
+    out: list[tuple[str, os.stat_result]] = []
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+        with os.scandir(directory) as it:
+            for entry in it:
+                path = f"{where.rstrip('/')}/{os.fsdecode(entry.name)}"
+                budget.visit(path, depth)
+                out.append((entry.name, entry.stat(follow_symlinks=False)))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
     except OSError as exc:
-        return [f"{path}: {exc.strerror}"]
-    return []
+        refused = refusal_of(exc, where)
+        if refused is None:
+            raise
+        raise refused from exc
+    return out

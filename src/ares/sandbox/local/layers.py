@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ares.images.layer_writer import LayerWriter
 from ares.images.rootfs import OPAQUE_XATTR, OverlayMount
+from ares.sandbox.carry_bounds import CarryBudget
 
 OPAQUE_XATTRS = (OPAQUE_XATTR, "trusted.overlay.opaque")
 
@@ -138,12 +139,14 @@ def write_merged(
     mounts: Sequence[OverlayMount],
     dest: Path,
     keep: Sequence[str] | None = None,
+    check: CarryBudget | None = None,
 ) -> int:
     """Write the merged diff of ``sources`` (topmost first) as one layer dir ``dest``; returns the
     number of entries written. ``keep`` (absolute paths) restricts it to those paths, as the
     verifier's outputs: their parent dirs are written plain (owner and mode, never an opaque mark,
     so the image's other files stay visible), and a path that is, or lies below, a symlink or a
-    non-directory in the diff is left out (it would point elsewhere in the image)."""
+    non-directory in the diff is left out (it would point elsewhere in the image). ``check`` bounds
+    the entries below ``keep`` before any is written (``OutputRefusedError``)."""
     writer = LayerWriter(dest)
     outputs = None if keep is None else tuple(posixpath.normpath(p).strip("/") for p in keep)
     written = 0
@@ -169,6 +172,10 @@ def write_merged(
                 opaque = False
             elif entry.path in outputs and entry.kind == "symlink":
                 continue
+            elif check is not None:
+                path = "/" + entry.path
+                check.visit(path, entry.path.count("/"))  # depth below / (at least that below the output)
+                check.check_stat(path, entry.st)
         st = entry.st
         if entry.kind == "dir":
             writer.directory(target, st.st_mode, st.st_uid, st.st_gid, st.st_mtime, opaque)

@@ -18,6 +18,16 @@ own version (or none) is what the grader sees. A legitimate fix never needs them
   source file's size and mtime would run instead of that source (conftest.py included);
 * ``.venv``: R2E-Gym images keep the test environment (pytest included) inside ``/testbed``.
 
+Beyond those names, each instance resets its own **test trees** (``test_roots``): everything the
+project's test discovery can import next to the hidden tests (a test package's ``__init__.py``,
+helper modules, fixture data, an ``__init__.py`` the agent added) is the base commit's in the
+grader's fork, since SWE images sit at ``base_commit``. The roots come from the hidden tests'
+paths (the ``test_patch``'s files, or an R2E-Gym set's ``r2e_tests/``): for each, its topmost
+ancestor dir named ``test``, ``tests`` or ``testing`` (``tests/`` at the root; ``pkg/tests/`` or
+``pkg/sub/tests/`` inside the package), else the file itself (a ``test_x.py`` at the root or next
+to the library code, which only that file's reset covers). The agent's edits there never reach
+grading, and the exported model patch leaves them out as well (``diff_excludes``).
+
 What remains (the library code) is the agent's answer, and it does run inside the test process: a
 change that rewrites pytest's reporting from library code is beyond what any log grader can see.
 The exit status check in the grader catches the crude forms (printing fake ``PASSED`` lines).
@@ -26,6 +36,7 @@ The exit status check in the grader catches the crude forms (printing fake ``PAS
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable
 
 WORKDIR = "/testbed"
 DROPPED_NAMES = frozenset(
@@ -55,8 +66,26 @@ DIFF_EXCLUDES: tuple[str, ...] = tuple(
 )
 
 
-def dropped(path: str, workdir: str = WORKDIR) -> bool:
-    """Whether the agent's version of ``path`` (absolute) stays out of the grader's sandbox.
+#: Dir names that start a test tree (``test_roots``).
+TEST_DIR_NAMES = frozenset({"test", "tests", "testing"})
+
+
+def test_roots(paths: Iterable[str]) -> tuple[str, ...]:
+    """The test trees (relative to the workdir, sorted, none inside another) of the hidden tests at
+    ``paths``: each path's topmost ancestor dir named in ``TEST_DIR_NAMES``, else the path itself."""
+    roots: set[str] = set()
+    for path in paths:
+        parts = [p for p in posixpath.normpath(path).split("/") if p not in ("", ".")]
+        if not parts or ".." in parts:
+            continue
+        top = next((i for i, name in enumerate(parts[:-1]) if name in TEST_DIR_NAMES), None)
+        roots.add("/".join(parts if top is None else parts[: top + 1]))
+    return tuple(r for r in sorted(roots) if not any(_within(r, o) for o in roots if o != r))
+
+
+def dropped(path: str, workdir: str = WORKDIR, test_roots: Iterable[str] = ()) -> bool:
+    """Whether the agent's version of ``path`` (absolute) stays out of the grader's sandbox: a name
+    above, or a path in one of ``test_roots`` (relative to ``workdir``).
 
     Anything outside ``workdir`` is dropped too (the verifier only carries ``workdir``; this keeps the
     rule whole if a caller carries more).
@@ -64,5 +93,16 @@ def dropped(path: str, workdir: str = WORKDIR) -> bool:
     path = posixpath.normpath(path)
     if path != workdir and not path.startswith(workdir.rstrip("/") + "/"):
         return True
-    parts = posixpath.relpath(path, workdir).split("/")
-    return any(name in DROPPED_NAMES or name.endswith(DROPPED_SUFFIXES) for name in parts)
+    rel = posixpath.relpath(path, workdir)
+    if any(_within(rel, root) for root in test_roots):
+        return True
+    return any(name in DROPPED_NAMES or name.endswith(DROPPED_SUFFIXES) for name in rel.split("/"))
+
+
+def diff_excludes(test_roots: Iterable[str] = ()) -> tuple[str, ...]:
+    """``DIFF_EXCLUDES`` plus the instance's test trees (a literal pathspec covers a dir's content)."""
+    return DIFF_EXCLUDES + tuple(f":(exclude,literal){root}" for root in test_roots)
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top + "/")

@@ -29,9 +29,9 @@ from typing import Any
 from ares.errors import TaskError
 from ares.sandbox.base import ImageSpec
 from ares.tasks.model import Task
-from ares.tasks.swe import r2e
+from ares.tasks.swe import changes, r2e
 from ares.tasks.swe.changes import WORKDIR
-from ares.tasks.swe.eval_script import OFFICIAL_ENV_SETUP, make_eval_script
+from ares.tasks.swe.eval_script import OFFICIAL_ENV_SETUP, make_eval_script, patch_files
 from ares.tasks.swe.hygiene import clean_image
 from ares.tasks.swe.images import check_template, image_for
 from ares.tasks.swe.instance import SweInstance
@@ -113,6 +113,7 @@ def swe_task(
             test_cmd=instance.test_cmd or spec.test_cmd,
             env_setup=OFFICIAL_ENV_SETUP if official else (),
         )
+    hidden = {f"{r2e.TESTS_DIR}/{name}": code for name, code in (instance.hidden_tests or {}).items()}
     verification = SweVerification(
         instance_id=instance.instance_id,
         base_commit=instance.base_commit,
@@ -122,9 +123,10 @@ def swe_task(
         log_parser=parser,
         version=instance.version,
         expected_output=instance.expected_output,
-        hidden_files={
-            f"{r2e.TESTS_DIR}/{name}": code for name, code in (instance.hidden_tests or {}).items()
-        },
+        hidden_files=hidden,
+        test_roots=changes.test_roots(
+            [f.path for f in patch_files(instance.test_patch)] + ([r2e.TESTS_DIR] if hidden else [])
+        ),
     )
     return Task(
         id=instance.instance_id,

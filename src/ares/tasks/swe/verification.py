@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from ares.errors import VerifierError
+from ares.errors import OutputRefusedError, VerifierError
 from ares.sandbox.base import BindMount, DiffSummary, ExecResult, Sandbox
 from ares.sandbox.capabilities import ArgvSandbox, Capability, VerifierForkingSandbox, declared, require
 from ares.sandbox.files import write_files
@@ -41,7 +41,7 @@ from ares.tasks.model import Task
 from ares.tasks.reward_files import LogFiles
 from ares.tasks.swe import changes, r2e, tamper
 from ares.tasks.swe.grading import SweGrade, SweGradingError, grade_log, parse_log
-from ares.tasks.verifier import TESTS_DIR, Verdict
+from ares.tasks.verifier import TESTS_DIR, Verdict, refusal
 
 #: Bounds of what the episode keeps: the agent's diff and the eval log (head and tail).
 MAX_DIFF_CHARS = 1_000_000
@@ -66,6 +66,8 @@ class SweVerification:
     expected_output: Mapping[str, str] | None = None
     #: Hidden test files (path under /tests -> text) the eval script copies into /testbed.
     hidden_files: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: The instance's test trees (``changes.test_roots``): the grader sees the image's version.
+    test_roots: tuple[str, ...] = ()
 
     async def verify(self, task: Task, sandbox: Sandbox) -> Verdict:
         if task.verifier_mode == "in-place":
@@ -85,15 +87,17 @@ class SweVerification:
         shell = await forking.trusted_shell()
         if shell is not None:
             binds.append(BindMount(shell[0], SHELL_DIR))
-        fork = await forking.fork_verifier(
-            outputs=(task.workdir,), binds=binds, drop=partial(changes.dropped, workdir=task.workdir)
-        )
+        drop = partial(changes.dropped, workdir=task.workdir, test_roots=self.test_roots)
         try:
-            await fork.sandbox.start()
-            patch = await _run(task, fork.sandbox, shell, DIFF_SCRIPT, 120.0)
-            output = await _run(task, fork.sandbox, shell, EVAL_SCRIPT, task.verifier_timeout_s)
-        finally:
-            await fork.sandbox.stop()
+            fork = await forking.fork_verifier(outputs=(task.workdir,), binds=binds, drop=drop)
+            try:
+                await fork.sandbox.start()
+                patch = await _run(task, fork.sandbox, shell, DIFF_SCRIPT, 120.0)
+                output = await _run(task, fork.sandbox, shell, EVAL_SCRIPT, task.verifier_timeout_s)
+            finally:
+                await fork.sandbox.stop()
+        except OutputRefusedError as exc:  # the agent's files break a carry bound: a 0, not an error
+            return refusal(exc, "outputs", {"resolved": 0.0})
         model_patch = patch.stdout if patch.ok else ""
         return self._verdict(output, model_patch, patch, fork.outside)
 
@@ -105,7 +109,7 @@ class SweVerification:
     def diff_script(self) -> str:
         """The agent's change as ``git diff`` writes it (binary-safe), on a throwaway index; the
         image's git and repository (the agent's .git never reaches the fork), no hooks or drivers."""
-        excludes = " ".join(shlex.quote(spec) for spec in changes.DIFF_EXCLUDES)
+        excludes = " ".join(shlex.quote(spec) for spec in changes.diff_excludes(self.test_roots))
         git = "git -c core.hooksPath=/dev/null -c core.attributesFile=/dev/null -c core.fsmonitor=false"
         base = shlex.quote(self.base_commit)
         return "\n".join(
