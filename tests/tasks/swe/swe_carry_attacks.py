@@ -4,7 +4,8 @@
   the package of the hidden tests: a changed ``__init__.py`` imports an added helper module, which
   rewrites every test report with the outcome an added fixture package (its ``__init__.py`` and a
   data file) names. ``passed`` forges a resolve; ``failed`` would break the real fix.
-* ``FLOODS``: trees that break a carry bound, each with the reason its episode must end with (the
+* ``FLOODS`` (a 1 TiB sparse file where the sandbox's file size limit allows it, else 4000 MB):
+  trees that break a carry bound, each with the reason its episode must end with (the
   first bound hit ends the carry, so each episode breaks one), mixed with odd-but-legal things the
   carry must live with (symlink loops and links out, odd bytes in names, hard links).
 """
@@ -59,7 +60,11 @@ FLOODS = (
         ODDITIES + "mkdir flood && cd flood && seq 1 120000 | xargs touch\n",
         "refused_too_many_entries",
     ),
-    CarryAttack("huge_sparse_file", ODDITIES + "truncate -s 1T huge.bin\n", "refused_file_too_large"),
+    CarryAttack(
+        "huge_sparse_file",
+        ODDITIES + "truncate -s 1T huge.bin 2>/dev/null || truncate -s 4000M huge.bin\n",
+        "refused_file_too_large",
+    ),
     CarryAttack("sparse_file", ODDITIES + "truncate -s 200M holes.bin\n", "refused_sparse_file"),
     CarryAttack("fifo", ODDITIES + "mkfifo toolz/pipe\n", "refused_special_file"),
     CarryAttack(
