@@ -12,6 +12,11 @@ and the reward is read through the archive API once that container is stopped. C
 (``fork_outputs`` too) start a fresh remote sandbox of the task's image and carry the outputs over
 through the host; full mode is not available there.
 
+Outputs that break a bound of the carry (``ares.sandbox.carry_bounds``: entry counts, sizes, sparse
+or special files, depth, path length, unreadable modes, time) raise ``OutputRefusedError`` in the
+fork; the verdict is then reward 0 with the term ``refused_<reason>`` and ``refused.json``: the
+agent caused it, so it is scored, never an errored episode.
+
 Which of these a backend offers is *declared* (``ares.sandbox.capabilities``), never probed. A
 backend that declares none of them is an error that names it: the tests run in the agent's own
 sandbox (``in-place``) only when the task or the user asks for that mode explicitly.

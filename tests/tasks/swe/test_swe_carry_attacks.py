@@ -17,13 +17,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import docker
 import pytest
 from swe_carry_attacks import FLOODS, TEST_TREE_FORGE, TEST_TREE_SABOTAGE, CarryAttack
+from swe_docker_images import ensure_project_images
 
 from ares.policies.scripted import ReplayPolicy, oracle_command
 from ares.registry import make
 from ares.rollout.runner import run_episode
+from ares.sandbox.docker import DockerConfig, DockerSandboxFactory
 from ares.tasks.swe.harness import swebench_available
+from engine_kit import docker_kit
 from nobody_python import DROP, SKIP_REASON, can_drop, nobody_python
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "swe"
@@ -114,3 +118,37 @@ def test_the_attacks_as_nobody(request: pytest.FixtureRequest) -> None:
     assert seen.pop(TEST_TREE_FORGE.name)[:3] == ["finished", 0.0, ""], seen
     assert seen.pop(TEST_TREE_SABOTAGE.name)[:3] == ["finished", 1.0, ""], seen
     assert seen == {a.name: _expected(a) for a in FLOODS if a.name in CI_FLOODS}
+
+
+#: What the docker backend plays (the engine makes each episode slower): the test tree, the sparse
+#: file the archive API would stream byte by byte, and a FIFO.
+DOCKER_FLOODS = ("huge_sparse_file", "fifo")
+
+
+@pytest.fixture(scope="module")
+def engine() -> str:
+    try:
+        url = str(docker_kit().ensure_engine().base_url)
+    except RuntimeError as exc:
+        pytest.skip(f"no Docker API engine for the docker backend tests: {exc}")
+    client = docker.DockerClient(base_url=url, timeout=600)
+    try:
+        ensure_project_images(client)
+    finally:
+        client.close()
+    return url
+
+
+async def _play_docker(engine: str, attack: CarryAttack, *, fix: bool = False) -> list[Any]:
+    factory = DockerSandboxFactory(DockerConfig(base_url=engine))
+    try:
+        return outcome(*await play(attack, fix=fix, sandbox_factory=factory))
+    finally:
+        factory.close()
+
+
+async def test_the_attacks_on_docker(engine: str) -> None:
+    assert (await _play_docker(engine, TEST_TREE_FORGE))[:3] == ["finished", 0.0, ""]
+    assert (await _play_docker(engine, TEST_TREE_SABOTAGE, fix=True))[:3] == ["finished", 1.0, ""]
+    for attack in (a for a in FLOODS if a.name in DOCKER_FLOODS):
+        assert await _play_docker(engine, attack) == _expected(attack), attack.name

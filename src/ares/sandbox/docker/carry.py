@@ -11,9 +11,11 @@ tar, written here from the agent's archive, that the engine extracts into the fo
 
 The new tar holds regular files (a hard link becomes a copy of its content), directories and
 symlinks (as links: nothing is written below one, and no later entry goes through one), with
-setuid/setgid bits cleared. FIFOs, devices and sockets of the agent are never carried (a path where
-the agent put one counts as deleted). Names are checked like image layers' (no absolute paths, no
-``..``); sizes and member counts are bounded. Dropped paths are skipped in both listings, so the
+setuid/setgid bits cleared. FIFOs, devices and sockets of the agent are never carried: the plan
+counts them and ``check_plan`` refuses it (``special_file``), as it refuses every changed entry that
+breaks ``carry_bounds`` (counts, sizes, depth, path length, modes). Names are checked like image
+layers' (no absolute paths, no ``..``); member counts are bounded. Every refusal is a
+``CarryRefused``, an ``OutputRefusedError`` the verifier scores 0. Dropped paths are skipped in both listings, so the
 image's version of each stays, including when the agent deleted or replaced a directory holding one.
 """
 

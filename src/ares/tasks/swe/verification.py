@@ -2,9 +2,11 @@
 
 1. The agent's sandbox is forked for the verifier (``fork_verifier``, outputs mode): the pristine
    image plus only the agent's filesystem diff of /testbed, minus the files ``changes.dropped``
-   names (``.git``, git attributes, pytest hooks and config, start-up hooks, byte code), whose image
-   versions show through instead. The agent's git, its processes and everything it changed outside
-   /testbed never reach the grader.
+   names (``.git``, git attributes, pytest hooks and config, start-up hooks, byte code, and the
+   instance's whole test trees, ``test_roots``), whose image versions show through instead. The
+   agent's git, its processes and everything it changed outside /testbed never reach the grader.
+   Outputs that break a carry bound (``ares.sandbox.carry_bounds``) are refused: reward 0 with the
+   term ``refused_<reason>``, never an errored episode.
 2. In that fork, through the trusted shell (the image's bash, not one the agent could replace), the
    image's git writes the agent's change as a diff against ``base_commit`` (kept on the episode for
    export), then the eval script resets the test files, applies the hidden ``test_patch`` (which only
