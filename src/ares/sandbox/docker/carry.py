@@ -15,8 +15,9 @@ setuid/setgid bits cleared. FIFOs, devices and sockets of the agent are never ca
 counts them and ``check_plan`` refuses it (``special_file``), as it refuses every changed entry that
 breaks ``carry_bounds`` (counts, sizes, depth, path length, modes). Names are checked like image
 layers' (no absolute paths, no ``..``); member counts are bounded. Every refusal is a
-``CarryRefused``, an ``OutputRefusedError`` the verifier scores 0. Dropped paths are skipped in both listings, so the
-image's version of each stays, including when the agent deleted or replaced a directory holding one.
+``CarryRefused``, an ``OutputRefusedError`` the verifier scores 0. Dropped paths are skipped in
+both listings, so the image's version of each stays, including when the agent deleted or replaced a
+directory holding one.
 """
 
 from __future__ import annotations
