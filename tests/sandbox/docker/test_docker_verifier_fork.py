@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ares.errors import OutputRefusedError
 from ares.sandbox import SandboxSpec
 from ares.sandbox.base import BindMount, ImageSpec
 from ares.sandbox.capabilities import Capability, declared
@@ -106,13 +107,13 @@ async def test_changes_and_deletions_reach_the_fork_dropped_paths_keep_the_image
         await fork.sandbox.stop()
 
 
-async def test_hostile_links_fifos_hard_links_and_names_stay_in_the_fork(
+async def test_hostile_links_hard_links_and_names_stay_in_the_fork(
     agent: DockerSandbox, tmp_path: Path
 ) -> None:
     script = """set -e
     ln -s / root-link && ln -s /etc/shadow shadow-link && ln -s /proc/self/root proc-link
-    ln /etc/shadow hard-shadow && mkfifo pipe && (mknod dev c 1 3 || true)
-    echo nl > "$(printf 'new\\nline')" && mkdir locked && echo secret > locked/f && chmod 000 locked
+    ln /etc/shadow hard-shadow
+    echo nl > "$(printf 'new\\nline')"
     rm becomes_dir && mkdir becomes_dir && echo inside > becomes_dir/x
     rm pkglink && mkdir pkglink && echo real > pkglink/own
     """
@@ -125,14 +126,28 @@ async def test_hostile_links_fifos_hard_links_and_names_stay_in_the_fork(
         assert hard.splitlines()[0] == "1 regular file" and hard.splitlines()[1] == before.stdout.strip()
         await _sh(fork, "echo changed > /testbed/hard-shadow")
         assert await _sh(fork, "sha256sum /etc/shadow") == before.stdout  # a copy, not a link
-        specials = await fork.sandbox.exec("ls /testbed/pipe /testbed/dev", cwd="/")
-        assert specials.stderr.count("No such file") == 2
-        assert await _sh(fork, "cat /testbed/new*line /testbed/locked/f") == "nl\nsecret\n"
-        assert await _sh(fork, "stat -c %a /testbed/locked") == "0\n"
+        assert await _sh(fork, "cat /testbed/new*line") == "nl\n"
         assert await _sh(fork, "cat /testbed/becomes_dir/x; ls /testbed/pkglink") == "inside\nown\n"
         assert await _sh(fork, "test ! -L /testbed/pkglink && cat /testbed/pkg/lib.py") == "VALUE = 1\n"
     finally:
         await fork.sandbox.stop()
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        ("mkfifo pipe", "special_file"),
+        ("mkdir locked && echo secret > locked/f && chmod 000 locked", "unreadable"),
+    ],
+)
+async def test_fifos_and_unreadable_dirs_are_refused(
+    agent: DockerSandbox, tmp_path: Path, script: str, reason: str
+) -> None:
+    """Refused with a named reason (``OutputRefusedError``, which the verifier scores 0)."""
+    with pytest.raises(OutputRefusedError) as refused:
+        fork = await _fork(agent, script, tmp_path)
+        await fork.sandbox.stop()
+    assert refused.value.reason == reason
 
 
 async def test_a_testbed_replaced_by_a_symlink_is_not_followed(agent: DockerSandbox, tmp_path: Path) -> None:

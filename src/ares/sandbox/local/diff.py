@@ -42,7 +42,8 @@ def summarize_outside(
     sources = [upper] if isinstance(upper, Path) else list(upper)
     inside = tuple(posixpath.normpath(p) for p in outputs)
     count, paths, walked = 0, [], 0
-    entries = layers.merged(sources, mounts)
+    # The outputs' own content is never listed, so a flood inside them costs nothing here.
+    entries = layers.merged(sources, mounts, prune=lambda path: any(_within(path, p) for p in inside))
     entry = next(entries, None)
     while entry is not None:
         following = next(entries, None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,21 +63,26 @@ def is_opaque(path: str) -> bool:
     return False
 
 
-def merged(sources: Sequence[Path], mounts: Sequence[OverlayMount]) -> Iterator[Entry]:
+def merged(
+    sources: Sequence[Path], mounts: Sequence[OverlayMount], prune: Callable[[str], bool] | None = None
+) -> Iterator[Entry]:
     """The entries of ``sources`` (diff dirs, topmost first) stacked as overlay would stack them, in
     sorted pre-order, mount by mount (in plan order). A path is defined by the topmost layer that has
     it; a dir merges the same dir of the layers below until one of them is opaque or has a non-dir
     there, and counts as opaque (replacing the image's dir) when any of that is the case. Entries of
     a mount's diff that lie where another mount is mounted are invisible in the sandbox and skipped.
+    A dir whose sandbox path (with a leading "/") ``prune`` names is yielded, its content never read.
     """
     targets = {m.target for m in mounts}
     for mount in mounts:
         tops = [str(s / mount.key) for s in sources if (s / mount.key).is_dir()]
         if tops:
-            yield from _walk(tops, mount.target.strip("/"), targets - {mount.target})
+            yield from _walk(tops, mount.target.strip("/"), targets - {mount.target}, prune)
 
 
-def _walk(tops: list[str], base: str, hidden: set[str]) -> Iterator[Entry]:
+def _walk(
+    tops: list[str], base: str, hidden: set[str], prune: Callable[[str], bool] | None = None
+) -> Iterator[Entry]:
     stack = [iter(_children(tops, base, hidden))]
     while stack:
         item = next(stack[-1], None)
@@ -86,7 +91,7 @@ def _walk(tops: list[str], base: str, hidden: set[str]) -> Iterator[Entry]:
             continue
         entry, below = item
         yield entry
-        if below:
+        if below and (prune is None or not prune("/" + entry.path)):
             stack.append(iter(_children(below, entry.path, hidden)))
 
 
