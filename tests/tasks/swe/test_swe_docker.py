@@ -112,4 +112,4 @@ async def test_editing_the_test_file_and_a_passing_conftest_score_zero_on_docker
     result, episode = await _play(engine, _commands(rewrite, conftests))
     assert result.status == "finished" and result.reward == 0.0, episode["verifier_files"]
     patch = episode["verifier_files"]["swe/model.patch"]
-    assert TOOLZ_TEST in patch and "conftest.py" not in patch  # the edit is recorded, then reset
+    assert TOOLZ_TEST not in patch and "conftest.py" not in patch  # the test tree is the base's

@@ -104,7 +104,8 @@ async def test_editing_the_hidden_test_file_scores_zero(project_images: None) ->
     rewrite = f"printf 'def test_tail():\\n    pass\\ndef test_last():\\n    pass\\n' > {TOOLZ_TEST}"
     result = await _play(_commands(rewrite))
     assert result.status == "finished" and result.reward == 0.0
-    assert TOOLZ_TEST in _episode(result)["verifier_files"]["swe/model.patch"]  # recorded, then reset
+    # the test tree is the base's in the grader's fork, and out of the exported patch too
+    assert TOOLZ_TEST not in _episode(result)["verifier_files"]["swe/model.patch"]
 
 
 async def test_a_conftest_that_passes_everything_scores_zero(project_images: None) -> None:
