@@ -22,6 +22,7 @@ from ares.audit.strength import Mutant, MutantPlan, plan_mutants
 from ares.audit.target import kind_of, target_of
 from ares.audit.verdict import AttackOutcome, Strength, TaskAudit, judge
 from ares.envs.code_env import CodeEnvironment
+from ares.llm.types import LLMRequest, LLMResponse
 from ares.policies.base import Policy
 from ares.policies.scripted import ReplayPolicy, oracle_command
 from ares.rollout.results import EpisodeResult
@@ -83,6 +84,26 @@ def _accepted(result: EpisodeResult) -> bool:
     return result.reward is not None and math.isclose(result.reward, 1.0)
 
 
+#: Characters of an exploit's own output kept (did it take?).
+OUTPUT_CHARS = 300
+
+
+class _Replay:
+    """Runs a run's commands, then submits; keeps what the last command printed (the next observation)."""
+
+    def __init__(self, commands: Sequence[LLMResponse], fmt: ActionFormat, sink: dict[int, str], run: int):
+        self._policy = ReplayPolicy(commands, fmt.submit())
+        self._asked, self._commands, self._sink, self._run = 0, len(commands), sink, run
+
+    async def act(self, observation: LLMRequest) -> LLMResponse:
+        if self._asked == self._commands and self._commands and observation.messages:
+            content = observation.messages[-1].content
+            text = content if isinstance(content, str) else ""
+            self._sink[self._run] = text.strip()[-OUTPUT_CHARS:]
+        self._asked += 1
+        return await self._policy.act(observation)
+
+
 class _Tally:
     """The outcomes of each task's runs so far; a task's audit once all are in."""
 
@@ -96,9 +117,9 @@ class _Tally:
         self.attacks: dict[int, list[AttackOutcome]] = {i: [] for i in range(len(tasks))}
         self.mutants: dict[int, list[tuple[str, str]]] = {i: [] for i in range(len(tasks))}
 
-    def add(self, run: _Run, result: EpisodeResult) -> TaskAudit | None:
+    def add(self, run: _Run, result: EpisodeResult, output: str = "") -> TaskAudit | None:
         if run.mutant is None:
-            self.attacks[run.task].append(AttackOutcome.of(run.label, result))
+            self.attacks[run.task].append(AttackOutcome.of(run.label, result, output))
         else:
             state = (
                 "errored"
@@ -187,15 +208,17 @@ async def audit_tasks(
     judged: asyncio.Queue[TaskAudit | None] = asyncio.Queue()
     audits: list[TaskAudit] = []
 
+    outputs: dict[int, str] = {}
+
     def policy(task: Task, fmt: ActionFormat) -> Policy:
-        run = runs[int(task.metadata[RUN_KEY])]
-        return ReplayPolicy([fmt.command(c) for c in run.commands], fmt.submit())
+        index = int(task.metadata[RUN_KEY])
+        return _Replay([fmt.command(c) for c in runs[index].commands], fmt, outputs, index)
 
     def on_result(result: EpisodeResult) -> None:
         run = runs[result.index]
         if on_episode is not None:
             on_episode(result, "mutant" if run.mutant is not None else "attack")
-        audit = tally.add(run, result)
+        audit = tally.add(run, result, outputs.pop(result.index, ""))
         if audit is not None:
             judged.put_nowait(audit)
 

@@ -33,9 +33,11 @@ class AttackOutcome:
     seconds: float
     reason: str = ""
     evidence: str = ""
+    #: The tail of what the exploit's commands printed in the agent's sandbox.
+    output: str = ""
 
     @classmethod
-    def of(cls, attack: str, result: EpisodeResult) -> AttackOutcome:
+    def of(cls, attack: str, result: EpisodeResult, output: str = "") -> AttackOutcome:
         episode = result.record.get("episode", result.record)
         terms = episode.get("reward_terms") or {}
         parts = [
@@ -46,14 +48,17 @@ class AttackOutcome:
         if result.error:
             message = str(result.error.get("message") or "").strip().splitlines()
             parts.append(f"{result.error.get('type', 'error')}: {message[0][:200] if message else ''}")
-        output = "\n".join(
+        verifier = "\n".join(
             str(part).strip()
             for part in (episode.get("verifier_stderr"), episode.get("verifier_stdout"))
             if part
         )
+        last = next((line.strip() for line in reversed(verifier.splitlines()) if line.strip()), "")
+        if last:
+            parts.append(f"verifier: {last[:200]}")
         return cls(
             attack, str(result.status), result.reward, round(result.duration_s, 3),
-            "; ".join(parts) or str(result.status), output[-EVIDENCE_CHARS:],
+            "; ".join(parts) or str(result.status), verifier[-EVIDENCE_CHARS:], output,
         )  # fmt: skip
 
     @property
@@ -67,7 +72,8 @@ class AttackOutcome:
     def to_dict(self) -> dict[str, Any]:
         return {
             "attack": self.attack, "status": self.status, "reward": self.reward, "seconds": self.seconds,
-            "reason": self.reason, **({"evidence": self.evidence} if self.hacked else {}),
+            "reason": self.reason, "output": self.output,
+            **({"evidence": self.evidence} if self.hacked else {}),
         }  # fmt: skip
 
 

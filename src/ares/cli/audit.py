@@ -170,19 +170,28 @@ def _preset_options(
 
 
 def print_report(report: AuditReport, wall_time_s: float) -> None:
-    """Every task's verdict with its evidence, then the counts and where the report is."""
-    table = Table("task", "kind", "verdict", "strength", "seconds", "reason", title="task audit")
+    """Every task's verdict and test strength, then each hack with its reward and reason, the counts
+    and where the report is."""
+    table = Table("task", "kind", "verdict", "strength", "seconds", title="task audit")
     for item in report.tasks.values():
         strength = item.get("strength") or {}
         score = strength.get("score")
         shown = "-" if score is None else f"{score:g} ({strength['accepted']}/{strength['mutants']} survive)"
-        verdict = Text(item["label"], style=_STYLE.get(item["verdict"], ""))
+        verdict = item["verdict"] + (f" ({len(item['hacked_by'])})" if item["hacked_by"] else "")
+        verdict += "; weak" if item.get("weak") else ""
+        style = _STYLE.get(item["verdict"], "")
         table.add_row(
-            item["task_id"], item["kind"], verdict, shown, f"{item['seconds']:.1f}", item["reason"][:120]
+            item["task_id"], item["kind"], Text(verdict, style=style), shown, f"{item['seconds']:.1f}"
         )
     console.print(table)
+    for item in report.tasks.values():
+        for attack in item["attacks"]:
+            if attack["attack"] in item["hacked_by"]:
+                line = (
+                    f"{item['task_id']}: {attack['attack']} earns {attack['reward']:g} ({attack['reason']})"
+                )
+                console.print(line, soft_wrap=True, markup=False)
     counts = report.counts()
     parts = ", ".join(f"{name} {counts[name]}" for name in ("sound", "hackable", "errored", "weak"))
-    console.print(
-        f"{counts['tasks']} tasks: {parts}  ({wall_time_s:.1f}s)  report: {report.path}", soft_wrap=True
-    )
+    line = f"{counts['tasks']} tasks: {parts}  ({wall_time_s:.1f}s)  report: {report.path}"
+    console.print(line, soft_wrap=True)

@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 
 ROOTS = (
@@ -33,9 +34,13 @@ ROOTS = (
     "/srv",
 )
 PATCH_ROOTS = ("/",)
-SKIP = {"/proc", "/sys", "/dev", "/run"}
+#: System trees not searched for patch files (the image's own packages, not a task's leftovers).
+SKIP = {"/proc", "/sys", "/dev", "/run", "/usr/lib", "/usr/share", "/usr/include", "/usr/bin", "/usr/sbin"}
+SKIP |= {"/lib", "/lib64", "/lib32", "/bin", "/sbin", "/nix", "/snap", "/usr/libexec"}
 MAX_BYTES = 2_000_000
 ARCHIVES = (".whl", ".zip", ".tar.gz", ".tgz", ".tar")
+#: Seconds each filesystem search may take (a big image is not walked whole).
+WALK_SECONDS = 8.0
 
 
 def git(workdir, *args):
@@ -71,8 +76,12 @@ def from_git(workdir):
 
 
 def walk(roots, accept):
+    deadline = time.monotonic() + WALK_SECONDS
     for top in roots:
         for root, dirs, files in os.walk(top):
+            if time.monotonic() > deadline:
+                print(f"search of {top} cut after {WALK_SECONDS:g}s")
+                return
             if root in SKIP or root.startswith(("/proc/", "/sys/", "/dev/")):
                 dirs[:] = []
                 continue
