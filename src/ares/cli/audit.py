@@ -22,7 +22,16 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ares.audit import REPORT_NAME, AuditOptions, AuditReport, TaskAudit, select
+from ares.audit import (
+    REPORT_NAME,
+    AuditOptions,
+    AuditReport,
+    TaskAudit,
+    condemned,
+    load_audits,
+    report_next_to,
+    select,
+)
 from ares.audit.exploits import NAMES
 from ares.audit.play import audit_tasks, plan_audit
 from ares.cli.common import fail, plain_console
@@ -195,3 +204,51 @@ def print_report(report: AuditReport, wall_time_s: float) -> None:
     parts = ", ".join(f"{name} {counts[name]}" for name in ("sound", "hackable", "errored", "weak"))
     line = f"{counts['tasks']} tasks: {parts}  ({wall_time_s:.1f}s)  report: {report.path}"
     console.print(line, soft_wrap=True)
+
+
+def print_audit_verdicts(source: Path | None, task_ids: list[str]) -> None:
+    """The verdicts of the audit report beside the set, for the tasks given (nothing when none is there)."""
+    found = report_next_to(source)
+    if found is None:
+        return
+    try:
+        audits = load_audits(found)
+    except AresError as exc:
+        console.print(f"audit report: {exc}")
+        return
+    table = Table("task", "audit", title=f"audit verdicts ({found})")
+    for task_id in task_ids:
+        item = audits.get(task_id)
+        label = "not audited" if item is None else str(item.get("label") or item["verdict"])
+        style = (
+            "" if item is None else "red" if item["verdict"] == "hackable" or item.get("weak") else "green"
+        )
+        table.add_row(task_id, Text(label, style=style))
+    console.print(table)
+
+
+def audit_synth_set(instances: Path, options: AuditOptions, sandbox: str = "local") -> dict[str, str]:
+    """Audit a set ``ares tasks synth`` wrote and drop its hackable and weak instances from the file
+    (kept apart in ``instances.dropped.jsonl``); the report is ``audit.json`` beside it. Returns the
+    dropped ids with why."""
+    tasks = list(make("swebench", path=instances).tasks)
+    sandbox_factory = make_sandbox_factory(sandbox)
+    report = AuditReport(
+        instances.parent / REPORT_NAME, {"preset": "swebench", "path": str(instances.resolve())}
+    )
+    try:
+        asyncio.run(run_audit(tasks, sandbox_factory, options, report))
+    finally:
+        if isinstance(sandbox_factory, Closable):
+            sandbox_factory.close()
+        report.save()
+    dropped = condemned(report.tasks)
+    lines = instances.read_text(encoding="utf-8").splitlines()
+    kept, gone = [], []
+    for line in lines:
+        if line.strip():
+            (gone if json.loads(line).get("instance_id") in dropped else kept).append(line)
+    if gone:
+        (instances.parent / "instances.dropped.jsonl").write_text("\n".join(gone) + "\n", encoding="utf-8")
+    instances.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    return dropped

@@ -21,7 +21,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ares.cli.audit import audit
+from ares.cli.audit import audit, audit_synth_set, print_audit_verdicts
 from ares.cli.common import App, fail, plain_console
 from ares.cli.engine_check import check_engine
 from ares.cli.policy_flags import PolicyFlags, unused_flags
@@ -137,6 +137,7 @@ def validate(
         report.wall_time_s += time.perf_counter() - started
         report.save()
     _print(report, time.perf_counter() - started)
+    print_audit_verdicts(path, task_ids)
     if report.bad():
         raise typer.Exit(code=EXIT_BAD)
 
@@ -268,6 +269,15 @@ def synth(
     policy_timeout: Annotated[
         float, typer.Option("--policy-timeout", min=0.001, help="Seconds one policy answer may take.")
     ] = 300.0,
+    audit_set: Annotated[
+        bool,
+        typer.Option(
+            "--audit", help="Audit the set (`ares tasks audit`) and drop its hackable and weak tasks."
+        ),
+    ] = False,
+    audit_mutants: Annotated[
+        int, typer.Option("--audit-mutants", min=0, help="Mutants per task (--audit).")
+    ] = 10,
 ) -> None:
     """Make validated SWE-format tasks from a Python project: bugs on its syntax tree (and, with
     --llm-policy, written by a policy), each kept only when 1..--max-failing of its passing tests
@@ -315,6 +325,16 @@ def synth(
         f"{report.instances} instances from {report.candidates} candidates in {out / 'instances.jsonl'} "
         f"(image {report.image}; yield per reason in {out / 'synth.json'})"
     )
+    if audit_set and report.instances:
+        from ares.audit import EXPLOITS, AuditOptions
+
+        try:
+            dropped = audit_synth_set(out / "instances.jsonl", AuditOptions(EXPLOITS, mutants=audit_mutants))
+        except AresError as exc:
+            raise fail(str(exc)) from None
+        for task_id, label in dropped.items():
+            console.print(f"dropped {task_id}: {label}", soft_wrap=True)
+        console.print(f"audit: {len(dropped)} of {report.instances} dropped (report {out / 'audit.json'})")
 
 
 def _synth_policies(
