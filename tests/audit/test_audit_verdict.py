@@ -87,15 +87,23 @@ def test_targets_take_only_what_the_agent_sees_or_can_guess() -> None:
         metadata={"FAIL_TO_PASS": ["pkg/tests/test_a.py::test_tail", "pkg/tests/test_a.py::K::test_b[1]"]},
     )  # fmt: skip
     target = target_of(swe)
-    assert target.kind == "swe" and target.functions == ("tail",) and target.test_files == ("pkg/tests/test_a.py",)
-    harbor = Task("h", "Write `median(values)` in `/app/stats.py` and `/app/out/report.txt`.", {}, workdir="/app")
+    assert (
+        target.kind == "swe"
+        and target.functions == ("tail",)
+        and target.test_files == ("pkg/tests/test_a.py",)
+    )
+    harbor = Task(
+        "h", "Write `median(values)` in `/app/stats.py` and `/app/out/report.txt`.", {}, workdir="/app"
+    )
     assert target_of(harbor).files == ("stats.py",)
     assert target_of(harbor).outputs == ("stats.py", "out/report.txt")
 
 
 def test_rewritten_tests_keep_the_ids_a_grader_looks_for() -> None:
     stubs = _test_stubs(["a/test_x.py::test_one", "a/test_x.py::K::test_two[p]", "b/test_y.py::test_z"])
-    assert stubs["a/test_x.py"] == "def test_one():\n    pass\nclass K:\n    def test_two(self):\n        pass\n"
+    assert (
+        stubs["a/test_x.py"] == "def test_one():\n    pass\nclass K:\n    def test_two(self):\n        pass\n"
+    )
     assert stubs["b/test_y.py"] == "def test_z():\n    pass\n"
 
 
