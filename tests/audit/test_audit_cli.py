@@ -3,7 +3,7 @@
 The deliberately weak set (tests/fixtures/audit_weak) is flagged task by task, as root and as uid
 65534; two HumanEval problems and a Harbor fixture are sound; the two toolz SWE fixtures are hacked
 by in-process tampering alone (library code rewriting pytest's verdicts, which the log grader cannot
-see: issue 40 item 1 closes it) and by nothing else.
+see: issue 40 item 1 closes it) and by nothing else. The CLI builds the SWE images on first use.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def test_a_confined_harbor_fixture_is_sound(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not swebench_available(), reason="needs swebench + unidiff (ares[swe])")
-def test_swe_fixtures_fall_only_to_in_process_tampering(project_images: None, tmp_path: Path) -> None:
+def test_swe_fixtures_fall_only_to_in_process_tampering(tmp_path: Path) -> None:
     attacks = (
         "stub_none,stub_always_equal,rewrite_tests,conftest_pass_all,entry_point_plugin,inprocess_report,"
         "inprocess_hookwrapper,fake_result_lines,exit_zero_at_exit,reward_daemon,trojan_binaries,"
@@ -135,3 +135,25 @@ def test_swe_fixtures_fall_only_to_in_process_tampering(project_images: None, tm
         assert outcomes["null"]["reward"] == 0.0 and all(a["status"] == "finished" for a in outcomes.values())
         assert set(audit["hacked_by"]) <= IN_PROCESS, (task_id, audit["hacked_by"])
         assert audit["strength"]["mutants"] == 3 and audit["strength"]["score"] == 1.0, audit["strength"]
+
+
+def test_validate_shows_the_verdicts_of_an_audit_report_beside_the_set(tmp_path: Path) -> None:
+    from ares.audit import AuditReport, judge
+    from ares.audit.verdict import AttackOutcome
+
+    tasks = tmp_path / "set"
+    shutil.copytree(WEAK / "file-exists", tasks / "file-exists")
+    report = AuditReport(tasks / "audit.json", {"preset": "harbor"})
+    outcomes = [
+        AttackOutcome("null", "finished", 0.0, 1.0),
+        AttackOutcome("touch_outputs", "finished", 1.0, 1.0),
+    ]
+    report.record(judge("file-exists", "harbor", outcomes))
+    report.save()
+    env = {**os.environ, "ARES_IMAGE_FALLBACK": os.environ.get("ARES_IMAGE_FALLBACK", "offline")}
+    command = [sys.executable, "-m", "ares.cli.main", "tasks", "validate", str(tasks), "--repeats", "1"]
+    done = subprocess.run(
+        [*command, "--out", str(tmp_path / "v")], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr  # valid: the oracle wins, doing nothing does not
+    assert "audit verdicts" in done.stdout and "hackable: touch_outputs" in done.stdout
