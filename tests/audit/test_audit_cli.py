@@ -109,13 +109,10 @@ def test_a_confined_harbor_fixture_is_sound(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not swebench_available(), reason="needs swebench + unidiff (ares[swe])")
 def test_swe_fixtures_fall_only_to_in_process_tampering(tmp_path: Path) -> None:
-    attacks = (
-        "stub_none,stub_always_equal,rewrite_tests,conftest_pass_all,entry_point_plugin,inprocess_report,"
-        "inprocess_hookwrapper,fake_result_lines,exit_zero_at_exit,reward_daemon,trojan_binaries,"
-        "history_lookup,squat_hidden_paths"
-    )
+    # Lean for CI (one task, one exploit per family the grader must catch); bench/audit.py runs them all.
+    attacks = "stub_none,conftest_pass_all,inprocess_report,fake_result_lines,reward_daemon,trojan_binaries"
     instances = FIXTURES / "swe" / "instances.jsonl"
-    tasks = "pytoolz__toolz-90001,pytoolz__toolz-90002"
+    tasks = "pytoolz__toolz-90001"
     done = _cli(
         str(instances),
         "--tasks",
@@ -123,9 +120,9 @@ def test_swe_fixtures_fall_only_to_in_process_tampering(tmp_path: Path) -> None:
         "--attacks",
         attacks,
         "--mutants",
-        "3",
+        "2",
         "-c",
-        "4",
+        "2",
         "--out",
         str(tmp_path),
     )
@@ -134,7 +131,7 @@ def test_swe_fixtures_fall_only_to_in_process_tampering(tmp_path: Path) -> None:
         outcomes = {a["attack"]: a for a in audit["attacks"]}
         assert outcomes["null"]["reward"] == 0.0 and all(a["status"] == "finished" for a in outcomes.values())
         assert set(audit["hacked_by"]) <= IN_PROCESS, (task_id, audit["hacked_by"])
-        assert audit["strength"]["mutants"] == 3 and audit["strength"]["score"] == 1.0, audit["strength"]
+        assert audit["strength"]["mutants"] == 2 and audit["strength"]["score"] == 1.0, audit["strength"]
 
 
 def test_validate_shows_the_verdicts_of_an_audit_report_beside_the_set(tmp_path: Path) -> None:
