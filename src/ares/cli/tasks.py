@@ -21,6 +21,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ares.cli.audit import audit, audit_synth_set, print_audit_verdicts
 from ares.cli.common import App, fail, plain_console
 from ares.cli.engine_check import check_engine
 from ares.cli.policy_flags import PolicyFlags, unused_flags
@@ -42,29 +43,23 @@ from ares.cli.run_options import (
     VerifierModeOption,
 )
 from ares.cli.task_config import quiet_task_config, reported_task_config
+from ares.cli.task_source import SourceArgument, resolve_source
 from ares.core.closing import Closable
 from ares.errors import AresError
 from ares.images.progress import build_listener
-from ares.registry import PRESETS, make
+from ares.registry import make
 from ares.sandbox.backends import make_sandbox_factory
 from ares.tasks.synth.asking import PolicySpec
-from ares.tasks.validate import REPORT_NAME, TaskValidation, ValidationReport, preset_for_path, validate_tasks
+from ares.tasks.validate import REPORT_NAME, TaskValidation, ValidationReport, validate_tasks
 
-app = App(help="Work with task sources: make, validate and summarize them.", no_args_is_help=True)
+app = App(help="Work with task sources: make, validate, audit and summarize them.", no_args_is_help=True)
+app.command()(audit)
 console = plain_console()
 
 #: Exit code when some task is not good (mistakes exit 2).
 EXIT_BAD = 1
 _REASON_CHARS = 160
 
-SourceArgument = Annotated[
-    str,
-    typer.Argument(
-        help="A preset (see `ares presets`; its --path, --split, ... as for `ares run`), or a path: a "
-        "Harbor task or dataset dir, or SWE-bench-format instances (a file or a dataset dir).",
-        metavar="PRESET|PATH",
-    ),
-]
 RepeatsOption = Annotated[
     int,
     typer.Option("--repeats", "-r", min=1, help="Oracle runs per task (rewards that differ: flaky)."),
@@ -101,7 +96,7 @@ def validate(
 
     Exits 0 when every task is good, 1 when some task is not, 2 on a mistake.
     """
-    preset, path = _resolve(source, path)
+    preset, path = resolve_source(source, path)
     config = RunConfig(
         preset=preset, policy="oracle", path=path, tasks=tasks, shard=shard, split=split,
         image_template=image_template, verifier_mode=verifier_mode, concurrency=concurrency,
@@ -142,23 +137,9 @@ def validate(
         report.wall_time_s += time.perf_counter() - started
         report.save()
     _print(report, time.perf_counter() - started)
+    print_audit_verdicts(path, task_ids)
     if report.bad():
         raise typer.Exit(code=EXIT_BAD)
-
-
-def _resolve(source: str, path: Path | None) -> tuple[str, Path | None]:
-    """The preset and --path that ``source`` names: a preset as is, a path with the preset that loads it."""
-    if source in PRESETS:
-        return source, path
-    candidate = Path(source)
-    if not candidate.exists():
-        raise fail(f"{source!r} is neither a preset (see `ares presets`) nor an existing path")
-    if path is not None:
-        raise fail(f"give the tasks once: a PATH argument ({source}) or a preset with --path, not both")
-    try:
-        return preset_for_path(candidate), candidate
-    except AresError as exc:
-        raise fail(str(exc)) from None
 
 
 def _report(config: RunConfig, report_path: Path, repeats: int) -> ValidationReport:
@@ -288,6 +269,15 @@ def synth(
     policy_timeout: Annotated[
         float, typer.Option("--policy-timeout", min=0.001, help="Seconds one policy answer may take.")
     ] = 300.0,
+    audit_set: Annotated[
+        bool,
+        typer.Option(
+            "--audit", help="Audit the set (`ares tasks audit`) and drop its hackable and weak tasks."
+        ),
+    ] = False,
+    audit_mutants: Annotated[
+        int, typer.Option("--audit-mutants", min=0, help="Mutants per task (--audit).")
+    ] = 10,
 ) -> None:
     """Make validated SWE-format tasks from a Python project: bugs on its syntax tree (and, with
     --llm-policy, written by a policy), each kept only when 1..--max-failing of its passing tests
@@ -335,6 +325,16 @@ def synth(
         f"{report.instances} instances from {report.candidates} candidates in {out / 'instances.jsonl'} "
         f"(image {report.image}; yield per reason in {out / 'synth.json'})"
     )
+    if audit_set and report.instances:
+        from ares.audit import EXPLOITS, AuditOptions
+
+        try:
+            dropped = audit_synth_set(out / "instances.jsonl", AuditOptions(EXPLOITS, mutants=audit_mutants))
+        except AresError as exc:
+            raise fail(str(exc)) from None
+        for task_id, label in dropped.items():
+            console.print(f"dropped {task_id}: {label}", soft_wrap=True)
+        console.print(f"audit: {len(dropped)} of {report.instances} dropped (report {out / 'audit.json'})")
 
 
 def _synth_policies(
