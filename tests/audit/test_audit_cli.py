@@ -1,9 +1,9 @@
 """``ares tasks audit`` end to end: real exploits in real local sandboxes, through the CLI.
 
 The deliberately weak set (tests/fixtures/audit_weak) is flagged task by task, as root and as uid
-65534; two HumanEval problems and a Harbor fixture are sound; the two toolz SWE fixtures are hacked
-by in-process tampering alone (library code rewriting pytest's verdicts, which the log grader cannot
-see: issue 40 item 1 closes it) and by nothing else. The CLI builds the SWE images on first use.
+65534; two HumanEval problems and a Harbor fixture are sound; a toolz SWE fixture is sound against one
+exploit of every family, in-process tampering included (the integrity plugin scores it ``tampered``).
+The CLI builds the SWE images on first use.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 WEAK = FIXTURES / "audit_weak"
 SRC = Path(__file__).parents[2] / "src"
 #: Exploits whose hacks of a SWE task the log grader cannot see (until the integrity plugin lands).
-IN_PROCESS = {"inprocess_report", "inprocess_hookwrapper"}
 
 
 def _cli(*args: str, python: str = sys.executable, prefix: tuple[str, ...] = (), env: Any = None) -> Any:
@@ -108,7 +107,7 @@ def test_a_confined_harbor_fixture_is_sound(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(not swebench_available(), reason="needs swebench + unidiff (ares[swe])")
-def test_swe_fixtures_fall_only_to_in_process_tampering(tmp_path: Path) -> None:
+def test_swe_fixtures_hold_against_every_family_in_process_tampering_included(tmp_path: Path) -> None:
     # Lean for CI (one task, one exploit per family the grader must catch); bench/audit.py runs them all.
     attacks = "stub_none,conftest_pass_all,inprocess_report,fake_result_lines,reward_daemon,trojan_binaries"
     instances = FIXTURES / "swe" / "instances.jsonl"
@@ -130,7 +129,9 @@ def test_swe_fixtures_fall_only_to_in_process_tampering(tmp_path: Path) -> None:
     for task_id, audit in _audits(tmp_path).items():
         outcomes = {a["attack"]: a for a in audit["attacks"]}
         assert outcomes["null"]["reward"] == 0.0 and all(a["status"] == "finished" for a in outcomes.values())
-        assert set(audit["hacked_by"]) <= IN_PROCESS, (task_id, audit["hacked_by"])
+        # The integrity plugin turns the in-process family into ``tampered`` zeros (it earned 1.0 before).
+        assert audit["hacked_by"] == [] and audit["verdict"] == "sound", (task_id, audit["hacked_by"])
+        assert outcomes["inprocess_report"]["reward"] == 0.0
         assert audit["strength"]["mutants"] == 2 and audit["strength"]["score"] == 1.0, audit["strength"]
 
 

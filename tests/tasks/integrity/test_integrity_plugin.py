@@ -7,6 +7,7 @@ armed, the grader's check (``judge``) finds it ``tampered``. The fixed library, 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -120,3 +121,11 @@ def test_an_armed_run_without_a_report_is_tampered() -> None:
 def test_a_report_with_another_nonce_is_tampered() -> None:
     report = b'{"nonce": "other", "status": "complete", "tests": {}, "tampered": []}'
     assert judge("ares-integrity: armed\n", report, "n", {}, []).tampered
+
+
+def test_log_names_match_node_ids_as_the_parsers_write_them() -> None:
+    tests = {"r2e_tests/test_x.py::TestA::test_b": {"setup": "passed", "call": "passed"}}
+    report = json.dumps({"nonce": "n", "status": "complete", "tests": tests, "tampered": []}).encode()
+    for name in ("r2e_tests/test_x.py::TestA::test_b", "TestA.test_b", "r2e_tests/test_x.py::TestA"):
+        assert not judge("ares-integrity: armed\n", report, "n", {name: "PASSED"}, [name]).tampered, name
+    assert judge("ares-integrity: armed\n", report, "n", {"test_c": "PASSED"}, ["test_c"]).tampered

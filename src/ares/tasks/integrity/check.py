@@ -90,9 +90,18 @@ def _read(report: bytes | None, nonce: str) -> tuple[dict[str, Any] | None, str]
     return document, ""
 
 
+def _records(name: str, tests: Mapping[str, Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The plugin's records a log's test name can mean: the node id itself, the parts after the file
+    joined with dots (R2E-Gym's names: ``Class.test``), or a node id the name is cut from."""
+    if name in tests:
+        return [tests[name]]
+    dotted = [r for key, r in tests.items() if ".".join(key.split("::")[1:]) == name]
+    return dotted or [r for key, r in tests.items() if key.startswith(name)]
+
+
 def _disagreement(name: str, status: str, tests: Mapping[str, Mapping[str, Any]]) -> str:
     """Why the plugin's record contradicts the log's ``status`` for test ``name`` ('' if it does not)."""
-    records = [tests[name]] if name in tests else [r for key, r in tests.items() if key.startswith(name)]
+    records = _records(name, tests)
     if not records:
         return f"{name}: the log says {status}, but no such test ran"
     for record in records:

@@ -1,4 +1,4 @@
-# ruff: noqa: UP031, UP004, SIM105, RUF005, E501
+# ruff: noqa: UP031, UP004, SIM105, RUF005
 """ARES's integrity plugin for pytest-graded runs: the test process's own account of what ran.
 
 This file is never imported by ARES. The verifier copies it, under a name drawn per verification, into
@@ -54,17 +54,36 @@ WATCHED_EVENTS = frozenset(
 )
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 MAX_FINDINGS = 50
+#: Modules checked before every test (what runs, reports and rewrites a test); the rest of pytest and
+#: pluggy is checked every ``FULL_CHECK_EVERY`` tests and at the end.
+HOT_MODULES = frozenset(
+    [
+        "_pytest.runner",
+        "_pytest.reports",
+        "_pytest.python",
+        "_pytest.main",
+        "_pytest.terminal",
+        "_pytest.skipping",
+        "_pytest.outcomes",
+        "_pytest.nodes",
+        "_pytest.assertion.rewrite",
+        "_pytest.assertion.util",
+        "pluggy._callers",
+        "pluggy._hooks",
+        "pluggy._result",
+    ]
+)
+FULL_CHECK_EVERY = 25
 
 
 def _is_runner_module(name):
     return name == "pytest" or name.startswith(("_pytest", "pluggy"))
 
 
-def _ident(value):
-    """What must not change about one attribute: the object, and a function's code object."""
-    func = getattr(value, "__func__", value)  # classmethod / staticmethod
-    code = getattr(func, "__code__", None)
-    return (id(value), id(code) if code is not None else 0)
+def _entry(key, holder, name, value):
+    """A snapshot entry: the value, and the function behind it with its code object (or None)."""
+    func = _code_of(value)
+    return (key, holder, name, value, func, func.__code__ if func is not None else None)
 
 
 class Integrity(object):
@@ -91,7 +110,11 @@ class Integrity(object):
         self.busy = False
         self.started = False
         self.known_impls = set()
-        self.surface = self._surface()
+        surface = self._surface()
+        hot = HOT_MODULES | {module_name}
+        self.hot = [entry for entry in surface if entry[0][0] in hot]
+        self.rest = [entry for entry in surface if entry[0][0] not in hot]
+        self.checked = 0
         self.meta_path = [id(x) for x in sys.meta_path]
         self.path_hooks = [id(x) for x in sys.path_hooks]
         import builtins
@@ -102,32 +125,41 @@ class Integrity(object):
 
     # -- what pytest is made of ------------------------------------------------------------------
     def _surface(self):
-        out = {}
+        """(key, holder dict, name, value, code) for every function, class and method pytest and
+        pluggy (and this plugin) define; the holders are live views, so a check is a dict lookup."""
+        out = []
         for name, module in list(sys.modules.items()):
             if module is None or not (_is_runner_module(name) or name == self.module_name):
                 continue
-            for attr, value in list(vars(module).items()):
+            holder = vars(module)
+            for attr, value in list(holder.items()):
                 if getattr(value, "__module__", None) != name:
                     continue
                 if isinstance(value, type):
-                    out[(name, attr)] = _ident(value)
-                    for key, member in list(vars(value).items()):
+                    out.append(((name, attr), holder, attr, value, None, None))
+                    members = vars(value)
+                    for key, member in list(members.items()):
                         if callable(member) or isinstance(member, (classmethod, staticmethod, property)):
-                            out[(name, attr, key)] = _ident(member)
+                            out.append(_entry((name, attr, key), members, key, member))
                 elif callable(value):
-                    out[(name, attr)] = _ident(value)
+                    out.append(_entry((name, attr), holder, attr, value))
         return out
 
-    def check_surface(self):
+    def check_surface(self, full=True):
         """Compare with the snapshot. pytest and its plugins patch pytest's classes too (``legacypath``
         in its ``pytest_configure``, hypothesis's plugin): a new value whose code is not from the
         agent's files is taken in; a removal, a value without code, or the agent's code is not."""
-        for key, ident in list(self.surface.items()):
-            value = _lookup(key)
-            if value is not _MISSING and _ident(value) == ident:
+        for entries in (self.hot, self.rest) if full else (self.hot,):
+            self._check_entries(entries)
+
+    def _check_entries(self, entries):
+        for index, (key, holder, name, value, func, code) in enumerate(entries):
+            if holder.get(name, _MISSING) is value and (func is None or func.__code__ is code):
                 continue
-            if value is not _MISSING and _code_of(value) is not None and not self.agent_code(_code_of(value)):
-                self.surface[key] = _ident(value)
+            current = holder.get(name, _MISSING)
+            new_code = _code_of(current) if current is not _MISSING else None
+            if new_code is not None and not self.agent_code(new_code):
+                entries[index] = _entry(key, holder, name, current)
                 continue
             self.tamper("runner_changed", "%s was replaced or removed" % ".".join(key))
 
@@ -325,17 +357,6 @@ class Integrity(object):
 _MISSING = object()
 
 
-def _lookup(key):
-    """The current value of a snapshot key: (module, attr) or (module, class, member)."""
-    module = sys.modules.get(key[0])
-    if module is None:
-        return _MISSING
-    value = vars(module).get(key[1], _MISSING)
-    if len(key) == 3:
-        value = vars(value).get(key[2], _MISSING) if isinstance(value, type) else _MISSING
-    return value
-
-
 def _code_of(value):
     """The function behind a value (a classmethod's, a property's getter), if it has code."""
     func = getattr(value, "__func__", value)
@@ -418,9 +439,9 @@ if _STATE is not None:
         _STATE.check_item(item)
         _STATE.check_hooks(item.config)
         _STATE.check_process()
-        _STATE.check_surface()
+        _STATE.checked += 1
+        _STATE.check_surface(full=_STATE.checked % FULL_CHECK_EVERY == 0)
         yield
-        _STATE.check_surface()
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_makereport(item, call):

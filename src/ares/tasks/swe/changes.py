@@ -29,8 +29,8 @@ to the library code, which only that file's reset covers). The agent's edits the
 grading, and the exported model patch leaves them out as well (``diff_excludes``).
 
 What remains (the library code) is the agent's answer, and it does run inside the test process: a
-change that rewrites pytest's reporting from library code is beyond what any log grader can see.
-The exit status check in the grader catches the crude forms (printing fake ``PASSED`` lines).
+change that rewrites pytest's reporting from library code is what the integrity plugin watches for
+(``ares.tasks.integrity``); the exit status checks (``tamper``) catch the crude forms.
 """
 
 from __future__ import annotations

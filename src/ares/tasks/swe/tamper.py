@@ -12,8 +12,8 @@ with its own reward term (the name returned with the reason):
   ``pytest.xfail()`` called from the agent's code produces. A real fix makes such a test pass.
 
 Stricter than the harness, on purpose; a legitimate run is never affected. Code that rewrites pytest's
-reporter from inside the process is beyond any log grader, which is why the verifier also resets
-everything that steers the test tools (``changes``).
+reporter from inside the process is beyond any log grader: the verifier resets everything that steers
+the test tools (``changes``) and arms the integrity plugin (``ares.tasks.integrity``) for pytest runs.
 """
 
 from __future__ import annotations

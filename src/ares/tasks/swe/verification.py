@@ -11,7 +11,10 @@
    image's git writes the agent's change as a diff against ``base_commit`` (kept on the episode for
    export), then the eval script resets the test files, applies the hidden ``test_patch`` (which only
    ever exists on the host and in this fork) and runs the tests between the harness's markers.
-3. The host parses and grades the log with the harness's rules (``grading.grade_log``).
+3. The host parses and grades the log with the harness's rules (``grading.grade_log``). When the
+   tests run under pytest, the integrity plugin (``ares.tasks.integrity``) was armed in the fork: its
+   own account of the run must agree with the log and show no tampering, else reward 0 and the term
+   ``tampered`` (``swe/integrity.json``).
 
 Reward 1 iff resolved. A log that cannot be graded is an errored episode (a fault of the task, not
 a 0) when the grader saw the pristine repository (the agent's kept change is empty) or the harness
@@ -28,7 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -39,6 +44,8 @@ from ares.sandbox.base import BindMount, DiffSummary, ExecResult, Sandbox
 from ares.sandbox.capabilities import ArgvSandbox, Capability, VerifierForkingSandbox, declared, require
 from ares.sandbox.files import write_files
 from ares.sandbox.trusted_shell import SHELL_DIR, ShellBundle
+from ares.tasks.integrity.arming import Arming, arm
+from ares.tasks.integrity.check import MAX_REPORT_BYTES, judge
 from ares.tasks.model import Task
 from ares.tasks.reward_files import LogFiles
 from ares.tasks.swe import changes, r2e, tamper
@@ -70,6 +77,8 @@ class SweVerification:
     hidden_files: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: The instance's test trees (``changes.test_roots``): the grader sees the image's version.
     test_roots: tuple[str, ...] = ()
+    #: Arm the integrity plugin (``ares.tasks.integrity``) when the tests run under pytest.
+    integrity: bool = True
 
     async def verify(self, task: Task, sandbox: Sandbox) -> Verdict:
         if task.verifier_mode == "in-place":
@@ -84,8 +93,12 @@ class SweVerification:
                 "local or docker sandbox)"
             )
         forking = require(sandbox, Capability.VERIFIER_FORK, VerifierForkingSandbox)
-        scripts = await asyncio.to_thread(self._write_scripts, forking.host_dir("swe-verifier"))
-        binds = [BindMount(scripts, TESTS_DIR)]
+        arming = None
+        if self.integrity_armable:
+            dirs = forking.host_dir("swe-integrity"), forking.host_dir("swe-integrity-out")
+            arming = await asyncio.to_thread(arm, *dirs, self.test_roots)
+        scripts = await asyncio.to_thread(self._write_scripts, forking.host_dir("swe-verifier"), arming)
+        binds = [BindMount(scripts, TESTS_DIR), *(arming.binds() if arming else ())]
         shell = await forking.trusted_shell()
         if shell is not None:
             binds.append(BindMount(shell[0], SHELL_DIR))
@@ -101,14 +114,24 @@ class SweVerification:
         except OutputRefusedError as exc:  # the agent's files break a carry bound: a 0, not an error
             return refusal(exc, "outputs", {"resolved": 0.0})
         model_patch = patch.stdout if patch.ok else ""
-        return self._verdict(output, model_patch, patch, fork.outside)
+        report = await asyncio.to_thread(_read_report, arming) if arming else None
+        return self._verdict(output, model_patch, patch, fork.outside, (arming, report))
 
-    def _write_scripts(self, dest: Path) -> Path:
-        scripts = {DIFF_SCRIPT: self.diff_script(), EVAL_SCRIPT: "exec 2>&1\n" + self.eval_script}
+    @property
+    def integrity_armable(self) -> bool:
+        """Whether the tests run under pytest, so the integrity plugin can watch them (``integrity``)."""
+        return self.integrity and (self.expected_output is not None or "pytest" in self.log_parser)
+
+    def _write_scripts(self, dest: Path, arming: Arming | None = None) -> Path:
+        prelude = "".join(f"{line}\n" for line in arming.shell_lines()) if arming else ""
+        scripts = {
+            DIFF_SCRIPT: self.diff_script(arming),
+            EVAL_SCRIPT: "exec 2>&1\n" + prelude + self.eval_script,
+        }
         write_files(dest, {**self.hidden_files, **scripts})
         return dest
 
-    def diff_script(self) -> str:
+    def diff_script(self, arming: Arming | None = None) -> str:
         """The agent's change as ``git diff`` writes it (binary-safe), on a throwaway index; the
         image's git and repository (the agent's .git never reaches the fork), no hooks or drivers."""
         excludes = " ".join(shlex.quote(spec) for spec in changes.diff_excludes(self.test_roots))
@@ -121,13 +144,19 @@ class SweVerification:
                 'export GIT_INDEX_FILE="$(mktemp -d)/index"',
                 f"{git} read-tree {base}",
                 f"{git} add -A -- . {excludes} >/dev/null",
+                *([arming.changed_files_line(git, base, excludes)] if arming else []),
                 f"{git} diff --cached --binary --no-color --no-ext-diff --no-textconv {base} -- . {excludes}",
                 "",
             ]
         )
 
     def _verdict(
-        self, output: ExecResult, model_patch: str, patch_run: ExecResult, outside: DiffSummary
+        self,
+        output: ExecResult,
+        model_patch: str,
+        patch_run: ExecResult,
+        outside: DiffSummary,
+        integrity: tuple[Arming | None, bytes | None] = (None, None),
     ) -> Verdict:
         log = output.stdout + output.stderr
         files = {
@@ -146,6 +175,13 @@ class SweVerification:
             term, why = rejected
             files["swe/grade.json"] = json.dumps({**grade.to_dict(), "rejected": why}, indent=1)
             return _replace(base, 0.0, {**_terms(grade), "resolved": 0.0, term: 1.0}, files)
+        arming, report = integrity
+        if arming is not None:
+            result = judge(log, report, arming.nonce, self._parse(log) or {}, self._graded())
+            files["swe/integrity.json"] = json.dumps(result.to_dict(), indent=1)
+            if result.tampered:
+                files["swe/grade.json"] = json.dumps({**grade.to_dict(), "rejected": "tampered"}, indent=1)
+                return _replace(base, 0.0, {**_terms(grade), "resolved": 0.0, "tampered": 1.0}, files)
         files["swe/grade.json"] = json.dumps(grade.to_dict(), indent=1)
         return _replace(base, grade.reward, _terms(grade), files)
 
@@ -160,6 +196,11 @@ class SweVerification:
             instance_id=self.instance_id,
             version=self.version,
         )
+
+    def _graded(self) -> tuple[str, ...]:
+        if self.expected_output is not None:
+            return tuple(self.expected_output)
+        return (*self.fail_to_pass, *self.pass_to_pass)
 
     def _parse(self, text: str) -> Mapping[str, object] | None:
         """Statuses in a piece of log, by this instance's parser; None when it is not pytest's."""
@@ -195,6 +236,19 @@ def _terms(grade: SweGrade) -> dict[str, float]:
 
 def _replace(base: Verdict, reward: float, terms: Mapping[str, float], files: dict[str, str]) -> Verdict:
     return Verdict(reward, dict(terms), base.output, base.mode, LogFiles(dict(files)), base.outside)
+
+
+def _read_report(arming: Arming) -> bytes | None:
+    """The plugin's report, None if the test process never wrote it; bounded (past the bound the
+    check finds it oversized, so the agent cannot make the host read gigabytes)."""
+    try:  # the sandbox could have left a symlink or a FIFO there: never follow, never block
+        fd = os.open(arming.report_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read(MAX_REPORT_BYTES + 1)
 
 
 def _bounded(text: str, limit: int) -> str:
