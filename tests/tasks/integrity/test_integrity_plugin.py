@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +23,10 @@ from inprocess_attacks import ATTACKS, BUGGY, F2P, FIX_TEST, FIXED, P2P, SMOKE, 
 from ares.tasks.integrity.arming import CHANGED_FILE, arm
 from ares.tasks.integrity.check import IntegrityResult, judge
 from ares.tasks.swe.grading import parse_log
+from nobody_python import SKIP_REASON, can_drop, nobody_python
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+SITE = sysconfig.get_paths()["purelib"]
 
 
 @pytest.fixture
@@ -51,7 +54,12 @@ def _project(root: Path, library: str) -> Path:
 
 def _run(root: Path, library: str, *, armed: bool, user: list[str]) -> tuple[str, IntegrityResult | None]:
     project = _project(root, library)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ARES_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ARES_", "PYTHONPATH"))}
+    python = sys.executable
+    paths = []
+    if user:  # nobody cannot run pyenv's interpreters in place: a copy of this one, on this venv's site
+        python = nobody_python() or pytest.skip(SKIP_REASON)
+        paths.append(SITE)
     arming = None
     if armed:
         plugin_dir, out_dir = root / "plugin", root / "out"
@@ -60,12 +68,11 @@ def _run(root: Path, library: str, *, armed: bool, user: list[str]) -> tuple[str
         arming = arm(plugin_dir, out_dir, ["tests"])
         (out_dir / CHANGED_FILE).write_text("calc.py\n")
         (out_dir / CHANGED_FILE).chmod(0o666)
-        env |= {
-            "ARES_INTEGRITY_OUT": str(out_dir),
-            "PYTHONPATH": str(plugin_dir),
-            "PYTEST_ADDOPTS": f"-p {arming.module}",
-        }
-    command = [*user, sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests"]
+        env |= {"ARES_INTEGRITY_OUT": str(out_dir), "PYTEST_ADDOPTS": f"-p {arming.module}"}
+        paths.insert(0, str(plugin_dir))
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    command = [*user, python, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "tests"]
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=120)
     log = done.stdout + done.stderr
     if arming is None:
@@ -76,7 +83,7 @@ def _run(root: Path, library: str, *, armed: bool, user: list[str]) -> tuple[str
 
 def _users() -> list[tuple[str, list[str]]]:
     users = [("root", [])]
-    if os.geteuid() == 0 and shutil.which("setpriv"):
+    if can_drop():
         users.append(("nobody", NOBODY))
     return users
 
