@@ -74,6 +74,21 @@ HOT_MODULES = frozenset(
     ]
 )
 FULL_CHECK_EVERY = 25
+#: Hooks checked before every test (the rest every ``FULL_CHECK_EVERY`` tests and at the end).
+HOT_HOOKS = (
+    "pytest_runtest_protocol",
+    "pytest_runtest_setup",
+    "pytest_runtest_call",
+    "pytest_runtest_teardown",
+    "pytest_runtest_makereport",
+    "pytest_runtest_logreport",
+    "pytest_report_teststatus",
+    "pytest_pyfunc_call",
+    "pytest_collection_modifyitems",
+    "pytest_terminal_summary",
+    "pytest_sessionfinish",
+    "pytest_unconfigure",
+)
 
 
 def _is_runner_module(name):
@@ -257,9 +272,9 @@ class Integrity(object):
         return False
 
     # -- checks between tests --------------------------------------------------------------------
-    def check_hooks(self, config):
+    def check_hooks(self, config, full=True):
         hooks = config.pluginmanager.hook
-        for name in dir(hooks):
+        for name in dir(hooks) if full else HOT_HOOKS:
             caller = getattr(hooks, name, None)
             get = getattr(caller, "get_hookimpls", None)
             if get is None:
@@ -436,11 +451,12 @@ if _STATE is not None:
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_runtest_protocol(item, nextitem):
-        _STATE.check_item(item)
-        _STATE.check_hooks(item.config)
-        _STATE.check_process()
         _STATE.checked += 1
-        _STATE.check_surface(full=_STATE.checked % FULL_CHECK_EVERY == 0)
+        full = _STATE.checked % FULL_CHECK_EVERY == 0
+        _STATE.check_item(item)
+        _STATE.check_hooks(item.config, full)
+        _STATE.check_process()
+        _STATE.check_surface(full)
         yield
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
