@@ -28,8 +28,9 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 NOBODY = 65534
 DROP = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
@@ -142,3 +143,24 @@ def _private_copy() -> str | None:
     target.write_bytes(binary)
     target.chmod(0o755)
     return str(target)
+
+
+def run_as_nobody(
+    request: Any, prefix: str, code: str, paths: Sequence[Path | str], timeout: float = 900
+) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` (``python -c``) as nobody in a fresh home it owns (removed after the test), with
+    ``paths`` and this venv's site-packages on ``PYTHONPATH``, registries offline. Skips where no
+    interpreter serves."""
+    import pytest
+
+    python = nobody_python() or pytest.skip(SKIP_REASON)
+    home = Path(tempfile.mkdtemp(prefix=prefix))  # pytest's tmp dirs are root's (0700)
+    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    os.chown(home, NOBODY, NOBODY)
+    env = {
+        "PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "ARES_IMAGE_FALLBACK": "offline",
+        "PYTHONPATH": os.pathsep.join([*map(str, paths), sysconfig.get_paths()["purelib"]]),
+    }  # fmt: skip
+    return subprocess.run(
+        [*DROP, python, "-c", code], env=env, cwd=home, capture_output=True, text=True, timeout=timeout
+    )

@@ -7,11 +7,6 @@ that only add files, together with the real fix (reward 1: what the forgery plan
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sysconfig
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +17,7 @@ from ares.policies.scripted import ReplayPolicy, oracle_command
 from ares.registry import make
 from ares.rollout.runner import run_episode
 from ares.tasks.swe.harness import swebench_available
-from nobody_python import SKIP_REASON, can_drop, nobody_python
+from nobody_python import SKIP_REASON, can_drop, run_as_nobody
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "swe"
 INSTANCES = FIXTURES / "instances.jsonl"
@@ -83,19 +78,8 @@ async def test_forgery_scores_zero_as_root(project_images: None, forgery: SweFor
 @pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
 def test_every_forgery_scores_zero_unprivileged(request: pytest.FixtureRequest) -> None:
     """The same suite with ARES itself run by uid 65534: user-namespace sandboxes, nobody's own cache."""
-    python = nobody_python() or pytest.skip(SKIP_REASON)
-    home = Path(tempfile.mkdtemp(prefix="ares-nobody-swe-"))  # pytest's tmp dirs are root's (0700)
-    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
-    os.chown(home, 65534, 65534)
-    here, tests = Path(__file__).parent, Path(__file__).parents[2]
-    site = sysconfig.get_paths()["purelib"]
-    env = {
-        "PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "ARES_IMAGE_FALLBACK": "offline",
-        "PYTHONPATH": os.pathsep.join([str(SRC), str(here), str(tests), site]),
-    }  # fmt: skip
-    done = subprocess.run(
-        [*NOBODY, python, "-c", DRIVER], env=env, cwd=home, capture_output=True, text=True, timeout=900
-    )
+    paths = [SRC, Path(__file__).parent, Path(__file__).parents[2]]
+    done = run_as_nobody(request, "ares-nobody-swe-", DRIVER, paths)
     assert done.returncode == 0, done.stderr[-3000:]
     outcomes = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(outcomes) == {f.name for f in FORGERIES}

@@ -8,11 +8,6 @@ armed; the real fix armed earns 1.0 with a clean ``swe/integrity.json``.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sysconfig
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +19,12 @@ from ares.registry import make
 from ares.rollout.runner import run_episode
 from ares.tasks.swe.harness import swebench_available
 from ares.tasks.swe.verification import SweVerification
-from nobody_python import SKIP_REASON, can_drop, nobody_python
+from nobody_python import SKIP_REASON, can_drop, run_as_nobody
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "swe"
 INSTANCES = FIXTURES / "instances.jsonl"
 TOOLZ = "pytoolz__toolz-90001"
 SRC = Path(__file__).parents[3] / "src"
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 TAMPERS = {"report_objects": REPORT_TAMPER, "hookwrapper": HOOKWRAPPER_TAMPER}
 DRIVER = """
 import asyncio, json
@@ -98,19 +92,8 @@ async def test_in_process_tampering_is_caught_armed_and_pays_disarmed(
 
 @pytest.mark.skipif(not can_drop(), reason=SKIP_REASON)
 def test_armed_grading_unprivileged(request: pytest.FixtureRequest) -> None:
-    python = nobody_python() or pytest.skip(SKIP_REASON)
-    home = Path(tempfile.mkdtemp(prefix="ares-nobody-integrity-"))
-    request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
-    os.chown(home, 65534, 65534)
-    here, tests = Path(__file__).parent, Path(__file__).parents[2]
-    site = sysconfig.get_paths()["purelib"]
-    env = {
-        "PATH": "/usr/bin:/bin", "HOME": str(home), "TMPDIR": str(home), "ARES_IMAGE_FALLBACK": "offline",
-        "PYTHONPATH": os.pathsep.join([str(SRC), str(here), str(tests), site]),
-    }  # fmt: skip
-    done = subprocess.run(
-        [*NOBODY, python, "-c", DRIVER], env=env, cwd=home, capture_output=True, text=True, timeout=900
-    )
+    paths = [SRC, Path(__file__).parent, Path(__file__).parents[2]]
+    done = run_as_nobody(request, "ares-nobody-integrity-", DRIVER, paths)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert (out["oracle"]["reward"], out["oracle"]["integrity"]["tampered"]) == (1.0, []), out["oracle"]
