@@ -7,6 +7,7 @@ armed, the grader's check (``judge``) finds it ``tampered``. The fixed library, 
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -20,9 +21,10 @@ from pathlib import Path
 import pytest
 from inprocess_attacks import ATTACKS, BUGGY, F2P, FIX_TEST, FIXED, P2P, SMOKE, InProcessAttack
 
-from ares.tasks.integrity.arming import CHANGED_FILE, arm
+from ares.tasks.integrity.arming import CHANGED_FILE, PLUGIN_SOURCE, Arming, arm
 from ares.tasks.integrity.check import IntegrityResult, judge
 from ares.tasks.swe.grading import parse_log
+from ares.tasks.swe.verification import read_report
 from nobody_python import SKIP_REASON, can_drop, nobody_python
 
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
@@ -136,3 +138,21 @@ def test_log_names_match_node_ids_as_the_parsers_write_them() -> None:
     for name in ("r2e_tests/test_x.py::TestA::test_b", "TestA.test_b", "r2e_tests/test_x.py::TestA"):
         assert not judge("ares-integrity: armed\n", report, "n", {name: "PASSED"}, [name]).tampered, name
     assert judge("ares-integrity: armed\n", report, "n", {"test_c": "PASSED"}, ["test_c"]).tampered
+
+
+def test_the_plugin_is_plain_python_3_5_that_old_images_can_import() -> None:
+    ast.parse(PLUGIN_SOURCE.read_text(), feature_version=(3, 5))
+
+
+def test_the_host_never_follows_or_blocks_on_what_the_sandbox_left_as_the_report(scratch: Path) -> None:
+    arming = Arming("n" * 32, scratch / "plugin", scratch)
+    secret = scratch / "host-secret"
+    secret.write_text('{"nonce": "n"}')
+    arming.report_path.symlink_to(secret)
+    assert read_report(arming) is None  # a symlink to a host file is not read
+    arming.report_path.unlink()
+    os.mkfifo(arming.report_path)
+    assert read_report(arming) is None  # a FIFO neither blocks nor counts
+    arming.report_path.unlink()
+    arming.report_path.write_bytes(b"x" * 10)
+    assert read_report(arming) == b"x" * 10

@@ -114,7 +114,7 @@ class SweVerification:
         except OutputRefusedError as exc:  # the agent's files break a carry bound: a 0, not an error
             return refusal(exc, "outputs", {"resolved": 0.0})
         model_patch = patch.stdout if patch.ok else ""
-        report = await asyncio.to_thread(_read_report, arming) if arming else None
+        report = await asyncio.to_thread(read_report, arming) if arming else None
         return self._verdict(output, model_patch, patch, fork.outside, (arming, report))
 
     @property
@@ -238,7 +238,7 @@ def _replace(base: Verdict, reward: float, terms: Mapping[str, float], files: di
     return Verdict(reward, dict(terms), base.output, base.mode, LogFiles(dict(files)), base.outside)
 
 
-def _read_report(arming: Arming) -> bytes | None:
+def read_report(arming: Arming) -> bytes | None:
     """The plugin's report, None if the test process never wrote it; bounded (past the bound the
     check finds it oversized, so the agent cannot make the host read gigabytes)."""
     try:  # the sandbox could have left a symlink or a FIFO there: never follow, never block
