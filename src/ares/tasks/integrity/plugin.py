@@ -24,6 +24,7 @@ are charged to them by the Python frame that raised them.
 import json
 import os
 import sys
+from operator import attrgetter, getitem, is_
 
 PROTECTED_NAMES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
 WATCHED_EVENTS = frozenset(
@@ -69,7 +70,10 @@ HOT_MODULES = frozenset(
         "_pytest.assertion.rewrite",
         "_pytest.assertion.util",
         "pluggy._callers",
+        "pluggy._caller",
+        "pluggy._execution",
         "pluggy._hooks",
+        "pluggy._manager",
         "pluggy._result",
     ]
 )
@@ -125,10 +129,11 @@ class Integrity(object):
         self.busy = False
         self.started = False
         self.known_impls = set()
+        self.hook_impls = {}
         surface = self._surface()
         hot = HOT_MODULES | {module_name}
-        self.hot = [entry for entry in surface if entry[0][0] in hot]
-        self.rest = [entry for entry in surface if entry[0][0] not in hot]
+        self.hot = _Part([entry for entry in surface if entry[0][0] in hot])
+        self.rest = _Part([entry for entry in surface if entry[0][0] not in hot])
         self.checked = 0
         self.meta_path = [id(x) for x in sys.meta_path]
         self.path_hooks = [id(x) for x in sys.path_hooks]
@@ -160,12 +165,16 @@ class Integrity(object):
                     out.append(_entry((name, attr), holder, attr, value))
         return out
 
-    def check_surface(self, full=True):
+    def check_surface(self, full=True, codes=True):
         """Compare with the snapshot. pytest and its plugins patch pytest's classes too (``legacypath``
         in its ``pytest_configure``, hypothesis's plugin): a new value whose code is not from the
-        agent's files is taken in; a removal, a value without code, or the agent's code is not."""
-        for entries in (self.hot, self.rest) if full else (self.hot,):
-            self._check_entries(entries)
+        agent's files is taken in; a removal, a value without code, or the agent's code is not.
+        Between tests ``codes`` is off: reading ``__code__`` raises an audit event per function, and
+        a code swap is judged by the audit hook as it happens; the final check reads them all."""
+        for part in (self.hot, self.rest) if full else (self.hot,):
+            if not part.unchanged(codes):
+                self._check_entries(part.entries)
+                part.regroup()
 
     def _check_entries(self, entries):
         for index, (key, holder, name, value, func, code) in enumerate(entries):
@@ -279,8 +288,13 @@ class Integrity(object):
             get = getattr(caller, "get_hookimpls", None)
             if get is None:
                 continue
-            for impl in get():
-                key = id(impl)
+            impls = get()
+            functions = tuple(map(_FUNCTION, impls))
+            if _same(self.hook_impls.get(name), impls, functions):
+                continue  # no id() calls on the common path: each one raises an audit event
+            self.hook_impls[name] = (tuple(impls), functions)
+            for impl in impls:
+                key = (id(impl), id(impl.function))
                 if key in self.known_impls:
                     continue
                 if self._allowed_impl(impl):
@@ -370,6 +384,46 @@ class Integrity(object):
 
 
 _MISSING = object()
+_CODE = attrgetter("__code__")
+_FUNCTION = attrgetter("function")
+
+
+def _same(seen, impls, functions):
+    """Whether a hook's implementations (and their functions) are the very objects seen last time."""
+    return (
+        seen is not None
+        and len(seen[0]) == len(impls)
+        and all(map(is_, impls, seen[0]))
+        and all(map(is_, functions, seen[1]))
+    )
+
+
+class _Part(object):
+    """Snapshot entries as flat columns, so that the common case (nothing changed) is decided by
+    ``map``/``is_`` in C: every name still maps to the same object in its holder (and, on a full
+    check, every function still has its code). Any difference sends the caller to the per-entry walk,
+    which judges it."""
+
+    def __init__(self, entries):
+        self.entries = entries
+        self.regroup()
+
+    def regroup(self):
+        self.holders = tuple(entry[1] for entry in self.entries)
+        self.names = tuple(entry[2] for entry in self.entries)
+        self.values = tuple(entry[3] for entry in self.entries)
+        self.funcs = tuple(entry[4] for entry in self.entries if entry[4] is not None)
+        self.codes = tuple(entry[5] for entry in self.entries if entry[4] is not None)
+
+    def unchanged(self, codes=True):
+        """``codes=False`` skips reading ``__code__``, which raises an audit event per function; a
+        code swap raises ``object.__setattr__`` anyway, which the audit hook judges as it happens."""
+        try:
+            if not all(map(is_, map(getitem, self.holders, self.names), self.values)):
+                return False
+        except KeyError:
+            return False
+        return not codes or all(map(is_, map(_CODE, self.funcs), self.codes))
 
 
 def _code_of(value):
@@ -456,7 +510,7 @@ if _STATE is not None:
         _STATE.check_item(item)
         _STATE.check_hooks(item.config, full)
         _STATE.check_process()
-        _STATE.check_surface(full)
+        _STATE.check_surface(full, codes=False)
         yield
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
