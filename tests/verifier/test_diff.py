@@ -5,9 +5,14 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from ares.errors import OutputRefusedError
 from ares.images.rootfs import OverlayMount
-from ares.sandbox.local import diff
+from ares.sandbox.carry_bounds import CarryBounds, CarryBudget
+from ares.sandbox.local import diff, layers
 
 MOUNTS = (OverlayMount("/", ("l0",)), OverlayMount("/etc", ("l1",)))
 
@@ -94,3 +99,56 @@ def test_carry_never_follows_a_symlink_in_the_diff(tmp_path: Path) -> None:
     assert (host / "project" / "keep.txt").read_text() == "host file"
     assert not (layer / "_root" / "srv").exists() and not (layer / "_root" / "workspace").exists()
     assert (upper / "_root" / "workspace").is_symlink()
+
+
+def _count_lstat(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    seen: list[str] = []
+    real = layers.os.lstat
+
+    def counted(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        seen.append(str(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(layers.os, "lstat", counted)
+    return seen
+
+
+def test_one_huge_dir_outside_the_outputs_is_summarized_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's flood of one dir (millions of files in /tmp) costs the summary a bounded listing:
+    past the bound the dir is named, not stat'ed entry by entry."""
+    upper = _upper(tmp_path)
+    flood = upper / "_root" / "tmp" / "flood"
+    flood.mkdir()
+    for i in range(300):
+        (flood / str(i)).write_text("")
+    monkeypatch.setattr(diff, "MAX_WALK", 50)
+    seen = _count_lstat(monkeypatch)
+    summary = diff.summarize_outside(upper, MOUNTS, ["/workspace"])
+    assert summary.truncated
+    assert "/tmp/flood (over 50 entries, not listed)" in summary.paths
+    assert not [p for p in seen if p.startswith(str(flood) + "/")]
+
+
+def test_a_snapshot_carry_never_reads_dirs_off_the_outputs_and_refuses_a_huge_one_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upper = _upper(tmp_path)
+    outside, inside = upper / "_root" / "tmp" / "flood", upper / "_root" / "workspace" / "flood"
+    for where in (outside, inside):
+        where.mkdir()
+        for i in range(60):
+            (where / str(i)).write_text("")
+    seen = _count_lstat(monkeypatch)
+    budget = CarryBudget(CarryBounds(max_entries=1000))
+    layers.write_merged([upper], MOUNTS, tmp_path / "layer", ["/workspace"], check=budget)
+    assert (tmp_path / "layer" / "_root" / "workspace" / "flood" / "59").exists()
+    assert not (tmp_path / "layer" / "_root" / "tmp").exists()
+    assert not [p for p in seen if p.startswith(str(outside))]
+    seen.clear()
+    small = CarryBudget(CarryBounds(max_entries=40))
+    with pytest.raises(OutputRefusedError) as refused:
+        layers.write_merged([upper], MOUNTS, tmp_path / "layer2", ["/workspace"], check=small)
+    assert refused.value.reason == "too_many_entries" and "/workspace/flood" in refused.value.detail
+    assert not [p for p in seen if p.startswith(str(inside) + "/")]

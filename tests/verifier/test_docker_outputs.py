@@ -18,7 +18,7 @@ import pytest
 import ares
 from ares.core.status import EpisodeStatus
 from ares.envs.code_env import CodeEnvironment
-from ares.errors import SandboxError, VerifierError
+from ares.errors import OutputRefusedError, SandboxError, VerifierError
 from ares.llm.types import LLMRequest
 from ares.policies import make_policy
 from ares.sandbox import ImageSpec, SandboxSpec
@@ -137,6 +137,15 @@ async def test_docker_outputs_a_deleted_workdir_stays_deleted(agent: DockerSandb
     finally:
         await fork.sandbox.stop()
     assert fork.outside.count == 0
+
+
+async def test_docker_outputs_a_huge_sparse_output_is_refused_by_its_header(agent: DockerSandbox) -> None:
+    """The archive API would stream every zero of a sparse file: the carry reads its tar header and
+    refuses it (a 0 for the verifier) before the fork sees a byte of it."""
+    await check(agent, "cd /app && truncate -s 300G huge.bin && echo agent > kept.txt")
+    with pytest.raises(OutputRefusedError) as refused:
+        await agent.fork_outputs(["/app"])
+    assert refused.value.reason == "file_too_large" and "/app/huge.bin" in refused.value.detail
 
 
 async def test_docker_halt_kills_background_processes_and_keeps_files(agent: DockerSandbox) -> None:

@@ -109,19 +109,3 @@ def clear_script(states: Mapping[str, OutputState]) -> str | None:
     if parents:
         script += " && mkdir -p -- " + " ".join(shlex.quote(p) for p in parents)
     return script
-
-
-def copy_path(api: docker.APIClient, source: str, dest: str, path: str) -> None:
-    """Stream ``path`` from container ``source`` into the same place in ``dest``. Blocking.
-
-    The engine archives the path under its base name and extracts into the parent, with modes and
-    symlinks as they were (and ownership on Docker; Podman's archives give every file the container
-    user's ids).
-    """
-    stream, _stat = api.get_archive(source, path, chunk_size=1 << 20)
-    try:
-        api.put_archive(dest, posixpath.dirname(path), stream)
-    finally:
-        close = getattr(stream, "close", None)
-        if close is not None:
-            close()

@@ -21,7 +21,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -41,7 +41,9 @@ from ares.sandbox.base import (
     SandboxSpec,
 )
 from ares.sandbox.capabilities import Capability
+from ares.sandbox.carry_bounds import CarryBudget
 from ares.sandbox.docker import janitor, loopback, transfer, verifier_fork
+from ares.sandbox.docker.carry import CarryLimits
 from ares.sandbox.docker.client import api_message, run_blocking
 from ares.sandbox.docker.containers import create_container
 from ares.sandbox.docker.engine import DockerEngine, default_engine
@@ -57,7 +59,6 @@ from ares.sandbox.docker.execution import (
 from ares.sandbox.docker.outputs import (
     OutputState,
     clear_script,
-    copy_path,
     output_roots,
     output_state,
     stat_path,
@@ -380,7 +381,9 @@ class DockerSandbox(StartStopContext):
             assert fork._container is not None
             baseline = await fork._api("read the fork's changes", api.diff, fork._container)
             if outputs is not None:
-                await fork._carry(container, {p: output_state(s) for p, s in stats.items()})
+                states = {p: output_state(s) for p, s in stats.items()}
+                changed = None if changes is None else {posixpath.normpath(str(c["Path"])) for c in changes}
+                await fork._carry(container, states, self.host_dir("outputs-carry"), changed)
         except BaseException:
             await fork.stop()
             raise
@@ -389,8 +392,13 @@ class DockerSandbox(StartStopContext):
         baseline = [c for c in baseline or () if not any(within(str(c["Path"]), p) for p in ours)]
         return VerifierFork(fork, summarize_changes(changes, kept, baseline=baseline), shell)
 
-    async def _carry(self, source: str, states: Mapping[str, OutputState]) -> None:
-        """Replace each output path here by the stopped container ``source``'s version."""
+    async def _carry(
+        self, source: str, states: Mapping[str, OutputState], scratch: Path, changed: Collection[str] | None
+    ) -> None:
+        """Replace each output path here by the stopped container ``source``'s version, spooled on
+        the host under the carry bounds first (``OutputRefusedError`` past one: a flooded, huge or
+        sparse output is refused by its tar headers before the fork sees a byte of it)."""
+        limits, budget = CarryLimits(), CarryBudget()
         script = clear_script(states)
         if script is not None:
             cleared = await self.exec(script, cwd="/", timeout_s=120)
@@ -400,9 +408,14 @@ class DockerSandbox(StartStopContext):
                 )
         assert self._client is not None and self._container is not None
         api = self._client.api
-        for path, state in states.items():
+        for index, (path, state) in enumerate(states.items()):
             if state == "carry":
-                await self._api(f"carry {path}", copy_path, api, source, self._container, path)
+                spool = scratch / f"output-{index}.tar"
+                read = verifier_fork.spool_archive
+                await self._api(f"read {path}", read, api, source, path, spool, limits, changed, budget)
+                into = posixpath.dirname(path)
+                await self._api(f"carry {path}", verifier_fork.put_file, api, self._container, spool, into)
+                await asyncio.to_thread(spool.unlink)
 
     async def fork_verifier(
         self,

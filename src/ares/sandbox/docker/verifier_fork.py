@@ -90,6 +90,22 @@ def spool_outputs(
         return Output(root, "missing", spool)
     if not _real_dir(stat, root):
         return Output(root, "not-dir", spool, f"{root} is a symlink or not a directory")
+    spool_archive(api, container, root, spool, limits, changed, budget)
+    return Output(root, "dir", spool)
+
+
+def spool_archive(
+    api: docker.APIClient,
+    container: str,
+    root: str,
+    spool: Path,
+    limits: CarryLimits,
+    changed: Collection[str] | None = None,
+    budget: CarryBudget | None = None,
+) -> None:
+    """Spool the engine's archive of ``root`` (a dir or a file) into ``spool``, screened as
+    ``spool_outputs`` says (``OutputRefusedError`` past a bound, before the bytes are fetched where
+    the header tells). Blocking."""
     budget = budget or CarryBudget()
     stream, _ = api.get_archive(container, root, chunk_size=_CHUNK)
     try:
@@ -105,7 +121,6 @@ def spool_outputs(
         close = getattr(stream, "close", None)
         if close is not None:
             close()
-    return Output(root, "dir", spool)
 
 
 def _screen(
@@ -237,13 +252,13 @@ def outside_summary(pending: PendingCarry, baseline: list[Mapping[str, Any]] | N
     return DiffSummary(summary.count + len(refused), refused + summary.paths, summary.truncated)
 
 
-def put_file(api: docker.APIClient, container: str, path: Path) -> None:
-    """``put_archive`` of the tar at ``path`` into /, tried again after an engine error (Podman's
-    extraction helper now and then dies mid-stream; the tar is idempotent). Blocking."""
+def put_file(api: docker.APIClient, container: str, path: Path, into: str = "/") -> None:
+    """``put_archive`` of the tar at ``path`` into ``into``, tried again after an engine error
+    (Podman's extraction helper now and then dies mid-stream; the tar is idempotent). Blocking."""
     for attempt in range(PUT_ATTEMPTS):
         try:
             with open(path, "rb") as data:
-                api.put_archive(container, "/", data)
+                api.put_archive(container, into, data)
             return
         except docker.errors.APIError as exc:
             if exc.status_code is None or exc.status_code < 500 or attempt == PUT_ATTEMPTS - 1:

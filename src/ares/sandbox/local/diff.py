@@ -41,23 +41,30 @@ def summarize_outside(
     """
     sources = [upper] if isinstance(upper, Path) else list(upper)
     inside = tuple(posixpath.normpath(p) for p in outputs)
-    count, paths, walked = 0, [], 0
     # The outputs' own content is never listed, so a flood inside them costs nothing here.
-    entries = layers.merged(sources, mounts, prune=lambda path: any(_within(path, p) for p in inside))
-    entry = next(entries, None)
-    while entry is not None:
-        following = next(entries, None)
-        walked += 1
-        if walked > MAX_WALK:
-            return DiffSummary(count, tuple(paths), truncated=True)
-        path = "/" + _printable(entry.path)
-        label = _label(entry, following)
-        entry = following
-        if label is None or any(_within(path, p) for p in inside):
-            continue
-        count += 1
+    entries = layers.merged(
+        sources, mounts, prune=lambda path: any(_within(path, p) for p in inside), max_dir_entries=MAX_WALK
+    )
+    count, paths, walked = 0, [], 0
+    try:
+        entry = next(entries, None)
+        while entry is not None:
+            following = next(entries, None)
+            walked += 1
+            if walked > MAX_WALK:
+                return DiffSummary(count, tuple(paths), truncated=True)
+            path = "/" + _printable(entry.path)
+            label = _label(entry, following)
+            entry = following
+            if label is None or any(_within(path, p) for p in inside):
+                continue
+            count += 1
+            if len(paths) < keep:
+                paths.append(path + label)
+    except layers.DirTooLarge as exc:  # one dir of more entries than a whole summary walks
         if len(paths) < keep:
-            paths.append(path + label)
+            paths.append(f"{_printable(exc.path)} (over {exc.limit} entries, not listed)")
+        return DiffSummary(count + 1, tuple(paths), truncated=True)
     return DiffSummary(count, tuple(paths))
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ares.errors import OutputRefusedError
 from ares.images.layer_writer import LayerWriter
 from ares.images.rootfs import OPAQUE_XATTR, OverlayMount
 from ares.sandbox.carry_bounds import CarryBudget
@@ -63,8 +64,20 @@ def is_opaque(path: str) -> bool:
     return False
 
 
+class DirTooLarge(Exception):
+    """A dir of the diff holds more entries than a walk's ``max_dir_entries``: it was not read
+    whole (an agent can leave millions of files in one dir, and listing them is the cost)."""
+
+    def __init__(self, path: str, limit: int) -> None:
+        super().__init__(f"/{path} holds more than {limit} entries")
+        self.path, self.limit = "/" + path, limit
+
+
 def merged(
-    sources: Sequence[Path], mounts: Sequence[OverlayMount], prune: Callable[[str], bool] | None = None
+    sources: Sequence[Path],
+    mounts: Sequence[OverlayMount],
+    prune: Callable[[str], bool] | None = None,
+    max_dir_entries: int | None = None,
 ) -> Iterator[Entry]:
     """The entries of ``sources`` (diff dirs, topmost first) stacked as overlay would stack them, in
     sorted pre-order, mount by mount (in plan order). A path is defined by the topmost layer that has
@@ -72,18 +85,25 @@ def merged(
     there, and counts as opaque (replacing the image's dir) when any of that is the case. Entries of
     a mount's diff that lie where another mount is mounted are invisible in the sandbox and skipped.
     A dir whose sandbox path (with a leading "/") ``prune`` names is yielded, its content never read.
+    A dir whose layers list more than ``max_dir_entries`` names raises ``DirTooLarge`` before any of
+    them is stat'ed or sorted.
     """
     targets = {m.target for m in mounts}
     for mount in mounts:
         tops = [str(s / mount.key) for s in sources if (s / mount.key).is_dir()]
         if tops:
-            yield from _walk(tops, mount.target.strip("/"), targets - {mount.target}, prune)
+            base = mount.target.strip("/")
+            yield from _walk(tops, base, targets - {mount.target}, prune, max_dir_entries)
 
 
 def _walk(
-    tops: list[str], base: str, hidden: set[str], prune: Callable[[str], bool] | None = None
+    tops: list[str],
+    base: str,
+    hidden: set[str],
+    prune: Callable[[str], bool] | None = None,
+    limit: int | None = None,
 ) -> Iterator[Entry]:
-    stack = [iter(_children(tops, base, hidden))]
+    stack = [iter(_children(tops, base, hidden, limit))]
     while stack:
         item = next(stack[-1], None)
         if item is None:
@@ -92,10 +112,12 @@ def _walk(
         entry, below = item
         yield entry
         if below and (prune is None or not prune("/" + entry.path)):
-            stack.append(iter(_children(below, entry.path, hidden)))
+            stack.append(iter(_children(below, entry.path, hidden, limit)))
 
 
-def _children(dirs: list[str], rel: str, hidden: set[str]) -> list[tuple[Entry, list[str]]]:
+def _children(
+    dirs: list[str], rel: str, hidden: set[str], limit: int | None = None
+) -> list[tuple[Entry, list[str]]]:
     """The merged entries of dir ``rel`` (its host dirs ``dirs``, topmost first), each with the host
     dirs that make up its content when it is a dir."""
     chains: dict[str, list[str]] = {}
@@ -104,6 +126,8 @@ def _children(dirs: list[str], rel: str, hidden: set[str]) -> list[tuple[Entry, 
             with os.scandir(directory) as it:
                 for item in it:
                     chains.setdefault(item.name, []).append(item.path)
+                    if limit is not None and len(chains) > limit:
+                        raise DirTooLarge(rel, limit)
         except OSError:
             continue
     out: list[tuple[Entry, list[str]]] = []
@@ -152,12 +176,29 @@ def write_merged(
     so the image's other files stay visible), and a path that is, or lies below, a symlink or a
     non-directory in the diff is left out (it would point elsewhere in the image). ``check`` bounds
     the entries below ``keep`` before any is written (``OutputRefusedError``)."""
-    writer = LayerWriter(dest)
     outputs = None if keep is None else tuple(posixpath.normpath(p).strip("/") for p in keep)
+    # Dirs off the outputs' paths are never read, and a dir past the bound is refused unread.
+    prune = None if outputs is None else (lambda path: _role(path.strip("/"), outputs) is None)
+    entries = merged(sources, mounts, prune, None if check is None else check.bounds.max_entries)
+    try:
+        return _write_entries(entries, mounts, LayerWriter(dest), outputs, check)
+    except DirTooLarge as exc:
+        if check is None:
+            raise
+        raise OutputRefusedError("too_many_entries", str(exc)) from exc
+
+
+def _write_entries(
+    entries: Iterator[Entry],
+    mounts: Sequence[OverlayMount],
+    writer: LayerWriter,
+    outputs: tuple[str, ...] | None,
+    check: CarryBudget | None,
+) -> int:
     written = 0
     links: dict[tuple[int, int], str] = {}
     skip_below: str | None = None
-    for entry in merged(sources, mounts):
+    for entry in entries:
         if skip_below is not None and entry.path.startswith(skip_below):
             continue
         skip_below = None
