@@ -155,6 +155,47 @@ def _global(frame, event, arg):
 sys.settrace(_global)
 """
 
+HOOK_LIST_LOOKALIKE = """
+import gc, sys
+
+_buggy_add = add
+
+
+def _forge_once():
+    import pytest
+
+    class _Forge:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_makereport(self, item, call):
+            outcome = yield
+            report = outcome.get_result()
+            if report.when == "call":
+                report.outcome, report.longrepr = "passed", None
+
+    for obj in gc.get_objects():
+        if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager"):
+            manager = obj.pluginmanager
+            break
+    forge = _Forge()
+    manager.register(forge, "forge")
+    caller = manager.hook.pytest_runtest_makereport
+    real = list(caller._hookimpls)
+
+    class _Lookalike(list):  # shows the old implementations, calls the forged ones
+        def copy(self):
+            return list(real)
+
+    caller._hookimpls = _Lookalike(i for i in real if i.plugin is not forge)
+
+
+def add(a, b):  # installed mid-run, from the first test that calls it
+    global add
+    add = _buggy_add
+    if "_pytest.config" in sys.modules:
+        _forge_once()
+    return _buggy_add(a, b)
+"""
+
 ATTACKS: tuple[InProcessAttack, ...] = (
     InProcessAttack("report_objects", "rewrites TestReport.from_item_and_call", REPORT_OBJECTS),
     InProcessAttack("test_runner", "replaces Function.runtest", TEST_RUNNER),
@@ -164,4 +205,9 @@ ATTACKS: tuple[InProcessAttack, ...] = (
     InProcessAttack("frame_inspection", "walks up to the runner's frames, neuters items", FRAME_INSPECTION),
     InProcessAttack("exit_path", "prints a passing summary and exits 0 mid-test", EXIT_PATH),
     InProcessAttack("tracing", "a trace function that jumps over the failing assert", TRACING),
+    InProcessAttack(
+        "hook_list_lookalike",
+        "mid-run, a list look-alike that hides a forging hookwrapper from the checks",
+        HOOK_LIST_LOOKALIKE,
+    ),
 )

@@ -24,6 +24,7 @@ are charged to them by the Python frame that raised them.
 import json
 import os
 import sys
+from itertools import chain, repeat
 from operator import attrgetter, getitem, is_
 
 PROTECTED_NAMES = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml")
@@ -56,19 +57,18 @@ WATCHED_EVENTS = frozenset(
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 MAX_FINDINGS = 50
 #: Modules checked before every test (what runs, reports and rewrites a test); the rest of pytest and
-#: pluggy is checked every ``FULL_CHECK_EVERY`` tests and at the end.
+#: pluggy (the terminal and assertion messages among them: a verdict never depends on what they print)
+#: is checked every ``FULL_CHECK_EVERY`` tests and at the end.
 HOT_MODULES = frozenset(
     [
         "_pytest.runner",
         "_pytest.reports",
         "_pytest.python",
         "_pytest.main",
-        "_pytest.terminal",
         "_pytest.skipping",
         "_pytest.outcomes",
         "_pytest.nodes",
         "_pytest.assertion.rewrite",
-        "_pytest.assertion.util",
         "pluggy._callers",
         "pluggy._caller",
         "pluggy._execution",
@@ -130,6 +130,7 @@ class Integrity(object):
         self.started = False
         self.known_impls = set()
         self.hook_impls = {}
+        self.hot_hooks = None
         surface = self._surface()
         hot = HOT_MODULES | {module_name}
         self.hot = _Part([entry for entry in surface if entry[0][0] in hot])
@@ -137,6 +138,9 @@ class Integrity(object):
         self.checked = 0
         self.meta_path = [id(x) for x in sys.meta_path]
         self.path_hooks = [id(x) for x in sys.path_hooks]
+        self.last_meta_path = list(sys.meta_path)
+        self.last_path_hooks = list(sys.path_hooks)
+        self.agent_classes = {}
         import builtins
 
         self.builtins = builtins
@@ -203,9 +207,14 @@ class Integrity(object):
         return code is not None and self.agent_file(code.co_filename)
 
     def agent_class(self, obj):
-        module = sys.modules.get(getattr(type(obj), "__module__", None) or "")
-        path = getattr(module, "__file__", None)
-        return bool(path) and self.agent_file(os.path.normpath(path))
+        kind = type(obj)
+        known = self.agent_classes.get(kind)
+        if known is None or known[0] is not kind:  # ``is``: a metaclass may lie in __eq__/__hash__
+            module = sys.modules.get(getattr(kind, "__module__", None) or "")
+            path = getattr(module, "__file__", None)
+            known = (kind, bool(path) and self.agent_file(os.path.normpath(path)))
+            self.agent_classes[kind] = known
+        return known[1]
 
     # -- the audit hook --------------------------------------------------------------------------
     def audit(self, event, args):
@@ -283,16 +292,25 @@ class Integrity(object):
     # -- checks between tests --------------------------------------------------------------------
     def check_hooks(self, config, full=True):
         hooks = config.pluginmanager.hook
+        if not full and self._hot_hooks_unchanged(hooks):
+            return
         for name in dir(hooks) if full else HOT_HOOKS:
             caller = getattr(hooks, name, None)
-            get = getattr(caller, "get_hookimpls", None)
-            if get is None:
+            # pluggy >= 1.1 keeps the implementations in one list: compare it in place, without the
+            # copy get_hookimpls() makes (older pluggy: through get_hookimpls())
+            impls = getattr(caller, "_hookimpls", _MISSING)
+            if impls is _MISSING:
+                get = getattr(caller, "get_hookimpls", None)
+                if get is None:
+                    continue
+                impls = get()
+            elif type(impls) is not list:  # a look-alike could show one list and call another
+                self.tamper("foreign_hook", "%s's implementations are a %s" % (name, type(impls)))
                 continue
-            impls = get()
-            functions = tuple(map(_FUNCTION, impls))
-            if _same(self.hook_impls.get(name), impls, functions):
+            seen = self.hook_impls.get(name)
+            if seen is not None and seen[0] is caller and _same(seen[1], impls):
                 continue  # no id() calls on the common path: each one raises an audit event
-            self.hook_impls[name] = (tuple(impls), functions)
+            self.hook_impls[name] = (caller, (tuple(impls), tuple(map(_FUNCTION, impls))))
             for impl in impls:
                 key = (id(impl), id(impl.function))
                 if key in self.known_impls:
@@ -304,6 +322,43 @@ class Integrity(object):
                         "foreign_hook",
                         "%s from %s registered during the run" % (name, _where(impl.function)),
                     )
+        self._remember_hot_hooks(hooks)
+
+    def _remember_hot_hooks(self, hooks):
+        """The hot hooks' callers, implementations and functions as flat tuples, for the next check."""
+        try:
+            callers = tuple(getattr(hooks, name) for name in HOT_HOOKS)
+            lists = tuple(map(_IMPLS, callers))
+        except AttributeError:  # an older pluggy: the per-hook walk every time
+            self.hot_hooks = None
+            return
+        if not all(type(impls) is list for impls in lists):
+            self.hot_hooks = None
+            return
+        impls = tuple(chain.from_iterable(lists))
+        self.hot_hooks = (hooks, callers, impls, tuple(map(_FUNCTION, impls)))
+
+    def _hot_hooks_unchanged(self, hooks):
+        """Whether the hot hooks are as remembered: same callers, same implementation objects in the
+        same order, same functions; decided in C, without an ``id()`` call."""
+        seen = self.hot_hooks
+        if seen is None or seen[0] is not hooks:
+            return False
+        try:
+            callers = tuple(map(getattr, repeat(hooks), HOT_HOOKS))
+            if not all(map(is_, callers, seen[1])):
+                return False
+            lists = tuple(map(_IMPLS, callers))
+        except AttributeError:
+            return False
+        if not all(map(is_, map(type, lists), repeat(list))):
+            return False
+        impls = tuple(chain.from_iterable(lists))
+        return (
+            len(impls) == len(seen[2])
+            and all(map(is_, impls, seen[2]))
+            and all(map(is_, map(_FUNCTION, impls), seen[3]))
+        )
 
     def _allowed_impl(self, impl):
         """Everything registered before the session starts (pytest's plugins, entry points, the initial
@@ -312,8 +367,7 @@ class Integrity(object):
         return not self.started or not self.agent_code(impl.function)
 
     def check_process(self):
-        import threading
-
+        threading = sys.modules.get("threading")
         for name, hook in (
             ("sys.gettrace", sys.gettrace()),
             ("sys.getprofile", sys.getprofile()),
@@ -322,10 +376,13 @@ class Integrity(object):
         ):
             if hook is not None and self.agent_code(hook):
                 self.tamper("tracing", "%s is %s" % (name, _where(hook)))
-        for name, entries, known in (
-            ("sys.meta_path", sys.meta_path, self.meta_path),
-            ("sys.path_hooks", sys.path_hooks, self.path_hooks),
+        for name, entries, known, last in (
+            ("sys.meta_path", sys.meta_path, self.meta_path, self.last_meta_path),
+            ("sys.path_hooks", sys.path_hooks, self.path_hooks, self.last_path_hooks),
         ):
+            if len(entries) == len(last) and all(map(is_, entries, last)):
+                continue  # as at the last check: no id() calls (each raises an audit event)
+            last[:] = entries
             for entry in entries:
                 if id(entry) not in known and (self.agent_class(entry) or self.agent_code(entry)):
                     self.tamper("import_hook", "%s holds %r from the agent's code" % (name, entry))
@@ -386,15 +443,15 @@ class Integrity(object):
 _MISSING = object()
 _CODE = attrgetter("__code__")
 _FUNCTION = attrgetter("function")
+_IMPLS = attrgetter("_hookimpls")
 
 
-def _same(seen, impls, functions):
+def _same(seen, impls):
     """Whether a hook's implementations (and their functions) are the very objects seen last time."""
     return (
-        seen is not None
-        and len(seen[0]) == len(impls)
+        len(seen[0]) == len(impls)
         and all(map(is_, impls, seen[0]))
-        and all(map(is_, functions, seen[1]))
+        and all(map(is_, map(_FUNCTION, impls), seen[1]))
     )
 
 
