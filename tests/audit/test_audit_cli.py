@@ -155,3 +155,29 @@ def test_validate_shows_the_verdicts_of_an_audit_report_beside_the_set(tmp_path:
     )
     assert done.returncode == 0, done.stdout + done.stderr  # valid: the oracle wins, doing nothing does not
     assert "audit verdicts" in done.stdout and "hackable: touch_outputs" in done.stdout
+
+
+@pytest.mark.skipif(not swebench_available(), reason="needs swebench + unidiff (ares[swe])")
+def test_synth_audit_drops_a_hackable_instance_and_keeps_a_sound_one(tmp_path: Path) -> None:
+    # boltons-90002's tests compare with ==, which an object equal to everything passes (bench/audit.py
+    # and docs/security.md: every audit of the SWE fixtures finds it); toolz-90001 holds.
+    from ares.audit import AuditOptions, select
+    from ares.cli.audit import audit_synth_set
+
+    keep, drop = "pytoolz__toolz-90001", "mahmoud__boltons-90002"
+    for side in (FIXTURES / "swe").iterdir():
+        if side.is_file() and side.name != "instances.jsonl":
+            shutil.copy(side, tmp_path / side.name)
+    (tmp_path / "images").symlink_to(FIXTURES / "swe" / "images")
+    lines = (FIXTURES / "swe" / "instances.jsonl").read_text().splitlines()
+    chosen = [line for line in lines if json.loads(line)["instance_id"] in (keep, drop)]
+    instances = tmp_path / "instances.jsonl"
+    instances.write_text("\n".join(chosen) + "\n")
+    options = AuditOptions(select(["stub_always_equal"]), mutants=0, concurrency=2)
+    dropped = audit_synth_set(instances, options)
+    assert list(dropped) == [drop], dropped
+    assert [json.loads(line)["instance_id"] for line in instances.read_text().splitlines()] == [keep]
+    gone = (tmp_path / "instances.dropped.jsonl").read_text().splitlines()
+    assert [json.loads(line)["instance_id"] for line in gone] == [drop]
+    report = json.loads((tmp_path / "audit.json").read_text())
+    assert report["settings"]["attacks"] == ["null", "stub_always_equal"] and report["wall_time_s"] > 0

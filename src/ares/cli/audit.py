@@ -124,18 +124,12 @@ def audit(
         raise fail(str(exc)) from None
     check_engine(sandbox, sandbox_factory)
     out_dir = out if out is not None else Path("runs") / f"audit-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    settings = {
-        "attacks": [e.name for e in exploits], "mutants": mutants, "radius": radius, "weak_below": weak_below,
-        "sandbox": sandbox, "concurrency": concurrency,
-    }  # fmt: skip
+    options = AuditOptions(exploits, mutants, radius, weak_below, concurrency)
     source_info = {"preset": preset, "path": None if path is None else str(path.resolve()), "split": split}
-    report = AuditReport(out_dir / REPORT_NAME, source_info, settings)
+    report = AuditReport(out_dir / REPORT_NAME, source_info, _settings(options, sandbox))
     started = time.perf_counter()
     try:
-        run = run_audit(
-            chosen, sandbox_factory, AuditOptions(exploits, mutants, radius, weak_below, concurrency), report
-        )
-        asyncio.run(run)
+        asyncio.run(run_audit(chosen, sandbox_factory, options, report))
     except AresError as exc:
         raise fail(str(exc)) from None
     finally:
@@ -149,6 +143,14 @@ def audit(
         print_report(report, time.perf_counter() - started)
     if any(item["verdict"] != "sound" or item.get("weak") for item in report.tasks.values()):
         raise typer.Exit(code=EXIT_BAD)
+
+
+def _settings(options: AuditOptions, sandbox: str) -> dict[str, Any]:
+    """What a report records of how it was made."""
+    return {
+        "attacks": [e.name for e in options.exploits], "mutants": options.mutants, "radius": options.radius,
+        "weak_below": options.weak_threshold, "sandbox": sandbox, "concurrency": options.concurrency,
+    }  # fmt: skip
 
 
 async def run_audit(
@@ -233,14 +235,15 @@ def audit_synth_set(instances: Path, options: AuditOptions, sandbox: str = "loca
     dropped ids with why."""
     tasks = list(make("swebench", path=instances).tasks)
     sandbox_factory = make_sandbox_factory(sandbox)
-    report = AuditReport(
-        instances.parent / REPORT_NAME, {"preset": "swebench", "path": str(instances.resolve())}
-    )
+    source_info = {"preset": "swebench", "path": str(instances.resolve())}
+    report = AuditReport(instances.parent / REPORT_NAME, source_info, _settings(options, sandbox))
+    started = time.perf_counter()
     try:
         asyncio.run(run_audit(tasks, sandbox_factory, options, report))
     finally:
         if isinstance(sandbox_factory, Closable):
             sandbox_factory.close()
+        report.wall_time_s += time.perf_counter() - started
         report.save()
     dropped = condemned(report.tasks)
     lines = instances.read_text(encoding="utf-8").splitlines()
