@@ -144,6 +144,16 @@ def test_the_plugin_is_plain_python_3_5_that_old_images_can_import() -> None:
     ast.parse(PLUGIN_SOURCE.read_text(), feature_version=(3, 5))
 
 
+def test_pytest_leaves_the_plugin_unrewritten() -> None:
+    # As a ``-p`` plugin it would be assertion-rewritten: a parse and a compile per run, since its
+    # read-only dir keeps no pyc. Its docstring opts out; the rewriter's own check says whether it does.
+    from _pytest.assertion.rewrite import AssertionRewriter
+
+    tree = ast.parse(PLUGIN_SOURCE.read_text())
+    docstring = ast.get_docstring(tree, clean=False)
+    assert docstring is not None and AssertionRewriter.is_rewrite_disabled(docstring)
+
+
 def test_the_host_never_follows_or_blocks_on_what_the_sandbox_left_as_the_report(scratch: Path) -> None:
     arming = Arming("n" * 32, scratch / "plugin", scratch)
     secret = scratch / "host-secret"

@@ -17,6 +17,10 @@ pytest's own plugin loading and the image's conftest files), each item's own met
 profiling hooks and import hooks installed by the agent's files, and writes the report at the very end.
 An exit that skips the end leaves no report, which the grader scores as tampering.
 
+PYTEST_DONT_REWRITE: pytest would rewrite this module's asserts (it has none) as a ``-p`` plugin,
+which costs a parse and a compile per run (its dir is read-only, so no cached pyc): this word in the
+docstring turns that off.
+
 The agent's files are the ones the grader's diff names (``changed.txt``, from the host): audit events
 are charged to them by the Python frame that raised them.
 """
