@@ -28,7 +28,7 @@ from ares.tasks.swe.verification import SweVerification
 
 FIXTURES = Path(__file__).parents[1] / "tests" / "fixtures" / "swe"
 INSTANCES = FIXTURES / "instances.jsonl"
-#: The fixture images (as tests/tasks/conftest.py builds them).
+#: The fixture images (as tests/swe_images.py builds them).
 PROJECTS = {
     "toolz": "1.2.0", "tomlkit": "0.15.2", "marshmallow": "4.4.0", "boltons": "26.2.0", "click": "8.5.1",
 }  # fmt: skip

@@ -31,13 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from _common import ROOT, machine_info, summarize_ms
+from ares.factory.baseline import Baseline, take_baseline
+from ares.factory.suite import run_suite
+from ares.factory.trial import try_candidate
+from ares.factory.validate import validate_all
 from ares.sandbox.base import ImageSpec, SandboxSpec
 from ares.sandbox.local import LocalSandbox
 from ares.sandbox.local.images import local_builder
-from ares.tasks.synth.baseline import Baseline, take_baseline
-from ares.tasks.synth.suite import run_suite
-from ares.tasks.synth.trial import try_candidate
-from ares.tasks.synth.validate import validate_all
 
 IMAGES = ROOT / "tests" / "fixtures" / "swe" / "images"
 IMAGE = "ares-swe/toolz-90001:bench"

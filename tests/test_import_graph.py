@@ -1,20 +1,22 @@
-"""The import graph of the ``ares`` package has no cycles where the architecture forbids them.
+"""The import graph of the ``ares`` package: floors, and no cycle anywhere.
 
 The graph is built from the source with ``ast``: every ``import`` and ``from … import`` statement,
 at module level or inside a function, with relative imports resolved. ``from pkg import name``
 points at ``pkg.name`` when that is a module, else at ``pkg``. Imports under ``if TYPE_CHECKING:``
-never run; they count only where asked (``typing=True``): ``ares.sandbox`` and ``ares.images`` have
-none in a cycle either. Run as a script to print every strongly connected component of the whole package (with
-typing-only imports).
+never run, but they are part of the design too: the floor and cycle checks count them. The floors
+(lowest first) are the list in README.md's Layout section; a module imports only from lower floors.
+Run as a script to print every strongly connected component and every import that goes up.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
 ACYCLIC = ("ares.sandbox", "ares.images")
 
 
@@ -143,6 +145,65 @@ def test_no_cycles_in_sandbox_and_images_even_through_typing_only_imports() -> N
     assert not found, found
 
 
+def readme_floors(readme: Path = ROOT / "README.md") -> list[list[str]]:
+    """The floors of the README's Layout section: the text block after ``<!-- floors: … -->``, one
+    floor per line, packages separated by commas."""
+    text = readme.read_text()
+    found = re.search(r"<!-- floors:[^>]*-->\s*```text\n(?P<body>.*?)```", text, re.S)
+    assert found, "README.md has no <!-- floors --> block"
+    return [[name.strip() for name in line.split(",")] for line in found["body"].splitlines() if line.strip()]
+
+
+def _package(module: str) -> str:
+    """``ares.tasks.swe.load`` -> ``tasks``; the root package itself -> ``ares``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "ares"
+
+
+def upward_imports(graph: dict[str, set[str]], floors: list[list[str]]) -> list[str]:
+    """Every import from a package to one on its own floor or above (the root package excepted)."""
+    floor = {name: level for level, names in enumerate(floors) for name in names}
+    bad = []
+    for module, targets in sorted(graph.items()):
+        source = _package(module)
+        if source == "ares":
+            continue
+        for target in sorted(targets):
+            other = _package(target)
+            if other != source and floor.get(other, -1) >= floor.get(source, -1):
+                where = f"{source} on floor {floor.get(source)}, {other} on {floor.get(other)}"
+                bad.append(f"{module} -> {target} ({where})")
+    return bad
+
+
+def test_every_package_stands_on_one_floor() -> None:
+    floors = readme_floors()
+    named = [name for names in floors for name in names]
+    assert len(named) == len(set(named)), f"a package on two floors: {named}"
+    packages = {_package(module) for module in import_graph()} - {"ares"}
+    assert packages - set(named) == set(), "packages missing from README.md's floors"
+    assert set(named) - packages == set(), "README.md's floors name packages that do not exist"
+
+
+def test_packages_import_only_from_lower_floors_even_under_type_checking() -> None:
+    bad = upward_imports(import_graph(typing=True), readme_floors())
+    assert not bad, "imports that go up or sideways:\n" + "\n".join(bad)
+
+
+def test_no_module_cycle_anywhere_even_through_typing_only_imports() -> None:
+    graph = import_graph(typing=True)
+    found = "\n".join(_describe(graph, comp) for comp in cycles(graph))
+    assert not found, found
+
+
+def test_the_floor_check_sees_an_upward_import() -> None:
+    graph = {"ares.tasks.model": {"ares.envs.code_env"}, "ares.envs.code_env": {"ares.tasks.model"}}
+    assert upward_imports(graph, [["tasks"], ["envs"]]) == [
+        "ares.tasks.model -> ares.envs.code_env (tasks on floor 0, envs on 1)"
+    ]
+    assert upward_imports(graph, [["tasks", "envs"]]) != []  # one floor: no imports between them
+
+
 def test_the_graph_sees_function_level_and_relative_imports() -> None:
     graph = import_graph()
     assert graph, "no ares modules found under src/"
@@ -154,4 +215,6 @@ if __name__ == "__main__":
     comps = cycles(g)
     for comp in comps:
         print(_describe(g, comp), end="\n\n")
-    sys.exit(1 if comps else 0)
+    up = upward_imports(g, readme_floors())
+    print("\n".join(up))
+    sys.exit(1 if comps or up else 0)

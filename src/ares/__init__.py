@@ -17,6 +17,10 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ares import moved
+
+moved.install()  # old import paths of moved modules still work, with a DeprecationWarning
+
 if TYPE_CHECKING:
     from ares.core import (
         Environment,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ares.snapshot.task_codec import task_from_json, task_to_json
+from ares.envs.snapshots.task_codec import task_from_json, task_to_json
 from ares.tasks.harbor import load_harbor_dataset
 from ares.tasks.humaneval import load_humaneval
 

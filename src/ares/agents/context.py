@@ -17,19 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ares.agents.rendering import compile_template, default_template, render
+from ares.llm.context_marks import COMPACTION_KEY, CONTEXT_KEY
 from ares.llm.interceptor import LLMClient
 from ares.llm.tokens.estimate import estimated_prompt_tokens
 from ares.llm.types import LLMRequest, LLMResponse, Message, user
-
-#: ``LLMRequest.metadata`` key: "summary" on the request that asks for a summary, "compacted" on the
-#: first request after one (it starts a new training sequence).
-CONTEXT_KEY: Final = "ares_context"
-#: ``LLMRequest.metadata`` key: the number of the compaction a marked request belongs to (1, 2, ...).
-COMPACTION_KEY: Final = "ares_compaction"
-ContextMark = Literal["summary", "compacted"]
 
 
 @runtime_checkable

@@ -1,6 +1,6 @@
 """Test strength: mutants of the gold-patched code near the fix, and the share the tests still accept.
 
-The mutants come from the task factory's operators (``ares.tasks.synth.mutate``) applied to the
+The mutants come from the task factory's operators (``ares.factory.mutate``) applied to the
 reference code: HumanEval's and a single-file Harbor task's reference solution (all of it: the fix
 is the whole body), a SWE task's gold-patched files (read from a sandbox of the task's image with the
 gold patch applied), kept within ``radius`` lines of a line the patch changed. Each mutant is played
@@ -79,8 +79,8 @@ def mutate_file(
     path: str, text: str, changed: set[int] | None, radius: int, *, after_gold: bool
 ) -> list[Mutant]:
     """The factory's single-edit mutants of ``text`` (at ``path``), near ``changed`` (None: anywhere)."""
-    from ares.tasks.synth.mutate import OPERATORS
-    from ares.tasks.synth.mutate.candidates import file_candidates
+    from ares.factory.mutate import OPERATORS
+    from ares.factory.mutate.candidates import file_candidates
 
     with tempfile.TemporaryDirectory(prefix="ares-audit-") as tmp:
         target = Path(tmp) / path

@@ -2,7 +2,7 @@
 
 Reads a predictions file (JSONL or JSON, the harness's shapes), the instances of ``--path``, applies
 each non-empty prediction in the instance's sandbox and grades it with the SWE verifier, in
-parallel (``ares.tasks.swe.evaluation``). Writes the official run report (``OUT/report.json``) and
+parallel (``ares.evaluation.swe``). Writes the official run report (``OUT/report.json``) and
 per-instance reports and logs, prints one line per instance and a summary. Exits 0 when every
 instance was graded (resolved or not), 1 when one errored, 2 on bad input.
 """
@@ -22,15 +22,15 @@ from ares.cli.common import fail, plain_console
 from ares.cli.run_options import ImageTemplateOption, SandboxOption, SplitOption
 from ares.core.closing import Closable
 from ares.errors import AresError
-from ares.sandbox.backends import make_sandbox_factory
-from ares.tasks.swe.eval_report import InstanceResult, InstanceStatus
-from ares.tasks.swe.evaluation import (
+from ares.evaluation.swe import (
     DEFAULT_CONCURRENCY,
     EvalRun,
     evaluate_predictions,
     tasks_for,
     write_eval,
 )
+from ares.sandbox.backends import make_sandbox_factory
+from ares.tasks.swe.eval_report import InstanceResult, InstanceStatus
 from ares.tasks.swe.predictions import load_predictions
 from ares.tasks.swe.task import load_swe_tasks
 

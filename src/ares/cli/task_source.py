@@ -10,7 +10,7 @@ import typer
 from ares.cli.common import fail
 from ares.errors import AresError
 from ares.registry import PRESETS
-from ares.tasks.validate import preset_for_path
+from ares.validation import preset_for_path
 
 SourceArgument = Annotated[
     str,

@@ -1,6 +1,6 @@
 """``ares tasks``: commands about task sources themselves; ``validate`` checks that a source's tasks
 can be trusted before anyone trains or evaluates on them; ``stats`` summarizes a SWE-format set;
-``synth`` makes one from a Python project (``ares.tasks.synth``).
+``synth`` makes one from a Python project (``ares.factory``).
 
 ``ares tasks validate SOURCE`` runs each task's reference solution (the oracle policy, ``--repeats``
 times) and the null policy on the same runner, sandboxes and verifiers as ``ares run``, writes
@@ -46,11 +46,11 @@ from ares.cli.task_config import quiet_task_config, reported_task_config
 from ares.cli.task_source import SourceArgument, resolve_source
 from ares.core.closing import Closable
 from ares.errors import AresError
+from ares.factory.asking import PolicySpec
 from ares.images.progress import build_listener
 from ares.registry import make
 from ares.sandbox.backends import make_sandbox_factory
-from ares.tasks.synth.asking import PolicySpec
-from ares.tasks.validate import REPORT_NAME, TaskValidation, ValidationReport, validate_tasks
+from ares.validation import REPORT_NAME, TaskValidation, ValidationReport, validate_tasks
 
 app = App(help="Work with task sources: make, validate, audit and summarize them.", no_args_is_help=True)
 app.command()(audit)
@@ -187,7 +187,7 @@ def stats(
 ) -> None:
     """Summarize a SWE-format instance set: instances per project and per strategy, combinations, and
     the spread of the difficulty signals (lines changed, FAIL_TO_PASS and PASS_TO_PASS sizes)."""
-    from ares.tasks.synth.stats import set_stats
+    from ares.factory.stats import set_stats
 
     try:
         summary = set_stats(path)
@@ -283,9 +283,9 @@ def synth(
     --llm-policy, written by a policy), each kept only when 1..--max-failing of its passing tests
     fail, twice in a row, in a fork of the installed project."""
     try:
-        from ares.tasks.synth.factory import SynthOptions, synthesize
-        from ares.tasks.synth.llm_bugs import LLM_STRATEGIES
-        from ares.tasks.synth.mutate import STRATEGIES
+        from ares.factory.factory import SynthOptions, synthesize
+        from ares.factory.llm_bugs import LLM_STRATEGIES
+        from ares.factory.mutate import STRATEGIES
     except ImportError as exc:
         raise fail(f"ares tasks synth needs {exc.name}: pip install 'ares[synth]'") from None
 

@@ -25,6 +25,8 @@ from ares.envs.agent_clock import AgentClock, TimeLimitClock
 from ares.envs.command_log import CommandLog, CommandRecord
 from ares.envs.context_window import ContextWindow
 from ares.envs.episode import Episode
+from ares.envs.snapshots.model import EnvironmentSnapshot
+from ares.envs.snapshots.restoring import carry_over, snapshot_sandbox
 from ares.errors import (
     AgentError,
     EnvironmentStateError,
@@ -46,8 +48,6 @@ from ares.sandbox.capabilities import (
     require,
     supports,
 )
-from ares.snapshot.model import EnvironmentSnapshot
-from ares.snapshot.restoring import carry_over, snapshot_sandbox
 from ares.tasks.model import Task
 from ares.tasks.verifier import Verdict, verify
 from ares.tracing import spans

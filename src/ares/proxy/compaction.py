@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ares.agents.context import COMPACTION_KEY, CONTEXT_KEY
+from ares.llm.context_marks import COMPACTION_KEY, CONTEXT_KEY
 from ares.llm.types import LLMRequest, Message
 
 

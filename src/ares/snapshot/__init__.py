@@ -10,7 +10,7 @@ See docs/snapshots.md for what is and is not captured.
 
 from __future__ import annotations
 
-from ares.snapshot.model import FORMAT, EnvironmentSnapshot
+from ares.envs.snapshots.model import FORMAT, EnvironmentSnapshot
 from ares.snapshot.restore import restore
 
 __all__ = ["FORMAT", "EnvironmentSnapshot", "restore"]

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ares.agents.base import AgentFactory
+from ares.agents.bash import BashAgentFactory
+from ares.envs.code_env import CodeEnvironment
+from ares.envs.snapshots.model import EnvironmentSnapshot
 from ares.sandbox.base import SandboxFactory
-from ares.snapshot.model import EnvironmentSnapshot
-
-if TYPE_CHECKING:  # the environment imports this package's model: no cycle at import time
-    from ares.envs.code_env import CodeEnvironment
 
 
 async def restore(
@@ -27,9 +24,6 @@ async def restore(
     taken on (``agent_factory``/``sandbox_factory`` override them).
     """
     if env is None:
-        from ares.envs.code_env import CodeEnvironment
-        from ares.registry import BashAgentFactory  # the default agent, as make() uses
-
         env = CodeEnvironment(
             [snapshot.task],
             agent_factory=agent_factory or BashAgentFactory(),

@@ -5,12 +5,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
-from ares.sandbox.base import FileMap, ImageSpec, Resources, Sandbox, SandboxSpec, SeccompPolicy
-
-if TYPE_CHECKING:
-    from ares.tasks.verifier import Verdict
+from ares.sandbox.base import (
+    DiffSummary,
+    ExecResult,
+    FileMap,
+    ImageSpec,
+    Resources,
+    Sandbox,
+    SandboxSpec,
+    SeccompPolicy,
+)
+from ares.tasks.reward_files import LogFiles
 
 #: A set of files for a task: a host directory, or in-memory files (relative path -> content).
 FileSource = Path | FileMap
@@ -89,3 +96,18 @@ class Task:
             workdir=self.workdir,
             env=dict(self.env),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The verifier's outcome: the scalar reward, its named terms, the test run's output, what the
+    tests saw of the agent's filesystem (``mode``: outputs, full, or in-place when they ran in the
+    agent's own sandbox), the files they wrote to /logs/verifier, and what the agent changed outside
+    its outputs."""
+
+    reward: float
+    terms: Mapping[str, float] = field(default_factory=dict)
+    output: ExecResult | None = None
+    mode: str = "full"
+    files: LogFiles = field(default_factory=LogFiles)
+    outside: DiffSummary | None = None

@@ -29,7 +29,6 @@ import json
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ares.errors import OutputRefusedError, SandboxError, VerifierError
@@ -47,7 +46,7 @@ from ares.sandbox.capabilities import (
 )
 from ares.sandbox.files import write_files
 from ares.sandbox.trusted_shell import SHELL_DIR
-from ares.tasks.model import Task
+from ares.tasks.model import Task, Verdict
 from ares.tasks.reward_archive import read_logs_archive
 from ares.tasks.reward_files import (
     LOGS_DIR,
@@ -67,21 +66,6 @@ TEST_COMMAND = f"bash {TESTS_DIR}/test.sh"
 
 # The capability protocols, re-exported here where the verifier first defined them.
 __all__ += ["HaltableSandbox", "OutputsForkingSandbox", "VerifierForkingSandbox"]
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The verifier's outcome: the scalar reward, its named terms, the test run's output, what the
-    tests saw of the agent's filesystem (``mode``: outputs, full, or in-place when they ran in the
-    agent's own sandbox), the files they wrote to /logs/verifier, and what the agent changed outside
-    its outputs."""
-
-    reward: float
-    terms: Mapping[str, float] = field(default_factory=dict)
-    output: ExecResult | None = None
-    mode: str = "full"
-    files: LogFiles = field(default_factory=LogFiles)
-    outside: DiffSummary | None = None
 
 
 async def verify(task: Task, sandbox: Sandbox) -> Verdict:

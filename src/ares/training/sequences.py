@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ares.agents.context import CONTEXT_KEY
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
+from ares.llm.context_marks import CONTEXT_KEY
 from ares.records.exports.turns import Turn, episode_reward, turns
 from ares.records.model import EpisodeRecord
 

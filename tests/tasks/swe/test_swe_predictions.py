@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from ares.evaluation.swe import tasks_for
 from ares.llm.types import LLMResponse
 from ares.records.exports.swebench import swebench_predictions
 from ares.records.model import EpisodeRecord, StepRecord
 from ares.tasks.model import Task
-from ares.tasks.swe.evaluation import tasks_for
 from ares.tasks.swe.predictions import Prediction, PredictionsError, load_predictions, write_predictions
 
 PATCH = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"

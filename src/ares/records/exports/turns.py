@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ares.agents.context import CONTEXT_KEY
+from ares.llm.context_marks import CONTEXT_KEY
 from ares.llm.openai_chat import message_to_openai
 from ares.llm.types import LLMRequest, LLMResponse, Message
 from ares.records.model import EpisodeRecord, StepRecord, jsonable

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ares.agents.context import CONTEXT_KEY
+from ares.llm.context_marks import CONTEXT_KEY
 from ares.llm.types import LLMRequest, LLMResponse, Message
 from ares.records.model import EpisodeRecord, StepRecord, jsonable
 

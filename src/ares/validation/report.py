@@ -1,0 +1,94 @@
+"""The validation report: one JSON file, rewritten as each task is judged, read back to resume.
+
+It names its source (preset, path, split, image template, verifier mode): resuming a report with
+another source is refused, since its verdicts would be about other tasks. Tasks that errored are run
+again on resume (an error says nothing about the task); the others are kept as judged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ares.errors import AresError
+from ares.validation.verdict import VERDICTS, TaskValidation
+
+REPORT_NAME = "validation.json"
+FORMAT = "ares-task-validation/1"
+
+
+class ReportError(AresError):
+    """A report that cannot be read or resumed (unreadable, another format, another source)."""
+
+
+@dataclass
+class ValidationReport:
+    """The verdicts so far, by task id (in the order they were judged), and what they were run on."""
+
+    path: Path
+    source: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    wall_time_s: float = 0.0
+
+    @classmethod
+    def resume(cls, path: Path, source: dict[str, Any], settings: dict[str, Any]) -> ValidationReport:
+        """The report at ``path`` to continue (a new one if there is none); ``source`` must match."""
+        if not path.exists():
+            return cls(path, source, settings)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data.get("format") != FORMAT:
+                raise ReportError(f"{path} is not an ares task validation report (format {FORMAT})")
+            tasks = {str(item["task_id"]): dict(item) for item in data["tasks"]}
+            earlier, wall = data["source"], float(data.get("wall_time_s", 0.0))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ReportError(f"cannot resume {path}: {type(exc).__name__}: {exc}") from None
+        if earlier != source:
+            raise ReportError(
+                f"cannot resume {path}: it validates {_describe(earlier)}, not {_describe(source)}; "
+                "choose another --out"
+            )
+        return cls(path, source, settings, tasks, wall)
+
+    @property
+    def finished(self) -> set[str]:
+        """Tasks judged for good: every verdict but ``errored``."""
+        return {task_id for task_id, item in self.tasks.items() if item["verdict"] != "errored"}
+
+    def record(self, verdict: TaskValidation) -> None:
+        self.tasks.pop(verdict.task_id, None)  # an errored task run again: its new verdict, last
+        self.tasks[verdict.task_id] = verdict.to_dict()
+
+    def counts(self) -> dict[str, int]:
+        found = Counter(item["verdict"] for item in self.tasks.values())
+        return {"tasks": len(self.tasks), **{verdict: found[verdict] for verdict in VERDICTS}}
+
+    def bad(self) -> list[dict[str, Any]]:
+        return [item for item in self.tasks.values() if item["verdict"] != "good"]
+
+    def to_dict(self) -> dict[str, Any]:
+        seconds = sum(float(item.get("seconds") or 0.0) for item in self.tasks.values())
+        return {
+            "format": FORMAT,
+            "source": self.source,
+            "settings": self.settings,
+            "summary": {**self.counts(), "task_seconds": round(seconds, 3)},
+            "wall_time_s": round(self.wall_time_s, 3),
+            "tasks": list(self.tasks.values()),
+        }
+
+    def save(self) -> None:
+        """Write the report whole (a reader never sees half a file); blocking, so run it off the loop."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+def _describe(source: dict[str, Any]) -> str:
+    return " ".join(f"{key}={value}" for key, value in source.items() if value is not None) or "(nothing)"
