@@ -1,4 +1,12 @@
-"""Typed errors. Every message says what went wrong and what the user can do about it."""
+"""Typed errors. Every message says what went wrong and what the user can do about it.
+
+One tree: every error ARES raises for its caller derives from ``AresError`` (with a stdlib base too
+where callers expect one: ``ValueError`` for bad data, ``ImportError`` for a missing extra,
+``TimeoutError`` for the timeout family). Errors that belong to one concept may live beside it (a
+pool's, a tracker's, the proxy's) but derive from these. Exceptions used as signals inside one module
+(an agent's end, a closed pipe) never reach a caller and are not errors in this sense;
+``tests/test_error_tree.py`` lists them and checks the rest.
+"""
 
 from __future__ import annotations
 
@@ -88,6 +96,29 @@ class MalformedResponseError(LLMError):
 
 class PolicyError(AresError):
     """A policy could not produce an action."""
+
+
+class AresTimeoutError(AresError, TimeoutError):
+    """Something ARES waited on did not answer in time (a ``TimeoutError`` too): the family of
+    ``LLMTimeoutError``, ``PolicyTimeoutError``, ``SandboxTimeoutError`` and ``VerifierTimeoutError``."""
+
+
+class LLMTimeoutError(LLMError, AresTimeoutError):
+    """An LLM call (HTTP or vendor SDK) did not complete within its timeout, retries included."""
+
+
+class PolicyTimeoutError(PolicyError, AresTimeoutError):
+    """The policy did not answer an observation within the runner's ``policy_timeout_s``."""
+
+
+class SandboxTimeoutError(SandboxCrashedError, AresTimeoutError):
+    """A sandbox did not answer within its bound (an exec's own timeout plus a grace): it was stopped,
+    as after a crash. (A command that runs past its timeout is not an error: its ``ExecResult`` says
+    ``timed_out``.)"""
+
+
+class VerifierTimeoutError(VerifierError, AresTimeoutError):
+    """The task's tests ran past ``verifier_timeout_s`` without writing a reward."""
 
 
 class UnknownPresetError(AresError):

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 
-from ares.errors import VerifierError
+from ares.errors import VerifierError, VerifierTimeoutError
 from ares.sandbox.local import LocalSandbox
 from ares.tasks.model import Task
 from ares.tasks.verifier import verify
@@ -106,3 +106,12 @@ async def test_background_process_of_the_tests_cannot_write_after_they_end(agent
     script += "echo 0 > /logs/verifier/reward.txt"
     verdict = await verify(replace(TASK, tests={"test.sh": script}), agent)
     assert verdict.reward == 0.0 and "reward.json" not in verdict.files.files
+
+
+async def test_tests_that_run_past_their_timeout_raise_the_verifier_timeout(agent: LocalSandbox) -> None:
+    slow = replace(
+        TASK, tests={"test.sh": "sleep 30\necho 1 > /logs/verifier/reward.txt\n"}, verifier_timeout_s=1
+    )
+    with pytest.raises(VerifierTimeoutError, match=r"timed out after 1s") as raised:
+        await verify(slow, agent)
+    assert isinstance(raised.value, TimeoutError) and raised.value.evidence.output.timed_out

@@ -13,6 +13,7 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from ares.errors import AresError
 from ares.factory.suite import SuiteRun, run_suite
 from ares.sandbox.base import IMAGE_WORKDIR, ImageSpec, SandboxSpec
 from ares.sandbox.local import LocalSandbox
@@ -22,7 +23,7 @@ from ares.tasks.swe.grading import TestStatus
 TESTBED = "/testbed"
 
 
-class BaselineError(ValueError):
+class BaselineError(AresError, ValueError):
     """The installed project cannot serve as a baseline (no test passes, or the suite hung)."""
 
 

@@ -16,7 +16,7 @@ from typing import Any, Self
 
 import httpx
 
-from ares.errors import LLMError, MalformedResponseError
+from ares.errors import LLMError, LLMTimeoutError, MalformedResponseError
 from ares.llm.openai_chat import request_to_openai, response_from_openai, strip_extensions
 from ares.llm.types import LLMRequest, LLMResponse
 
@@ -217,7 +217,7 @@ class OpenAIChatClient:
 
     def _transport_error(self, e: Exception, attempts: int) -> LLMError:
         if isinstance(e, TimeoutError | httpx.TimeoutException):
-            return LLMError(
+            return LLMTimeoutError(
                 f"POST {self.url} timed out after {self._timeout_s:g}s ({attempts} attempt(s)); "
                 "raise --timeout (timeout_s=) if the model is just slow"
             )

@@ -23,7 +23,7 @@ from ares.core.episodic import EpisodicEnvironment, episodic
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import transition
 from ares.envs.episode import ErrorInfo
-from ares.errors import PolicyError
+from ares.errors import PolicyTimeoutError
 from ares.llm.types import LLMResponse
 from ares.policies.base import PolicyFactory
 from ares.records.collecting import TraceLevel, TrajectoryCollectingEnvironment
@@ -32,10 +32,6 @@ from ares.rollout.results import EpisodeResult
 
 #: How long one policy answer may take by default before its episode ends ``errored``.
 DEFAULT_POLICY_TIMEOUT_S = 600.0
-
-
-class PolicyTimeoutError(PolicyError):
-    """The policy did not answer an observation within the runner's ``policy_timeout_s``."""
 
 
 async def run_episode(

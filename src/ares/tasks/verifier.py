@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ares.errors import OutputRefusedError, SandboxError, VerifierError
+from ares.errors import OutputRefusedError, SandboxError, VerifierError, VerifierTimeoutError
 from ares.sandbox.base import BindMount, DiffSummary, ExecResult, Sandbox
 from ares.sandbox.capabilities import (
     ArchivingSandbox,
@@ -253,9 +253,8 @@ def _verdict(
             else f"exit code {output.exit_code}"
         )
         tail = (output.stdout + output.stderr).strip()[-800:]
-        error = VerifierError(
-            f"tests/test.sh ({why}) wrote neither reward.json nor reward.txt. Output tail:\n{tail}"
-        )
+        kind = VerifierTimeoutError if output.timed_out else VerifierError
+        error = kind(f"tests/test.sh ({why}) wrote neither reward.json nor reward.txt. Output tail:\n{tail}")
         error.evidence = Verdict(math.nan, {}, output, mode, files, outside)
         raise error
     reward, terms = found

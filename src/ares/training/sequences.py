@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ares.errors import AresError
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
 from ares.llm.context_marks import CONTEXT_KEY
 from ares.records.exports.turns import Turn, episode_reward, turns
@@ -37,11 +38,11 @@ SCORED = frozenset({"finished", "truncated"})
 SequenceStart = Literal["episode", "compaction", "reset"]
 
 
-class MissingTokensError(ValueError):
+class MissingTokensError(AresError, ValueError):
     """A turn has no token ids: the policy worked in text, so there is nothing exact to train on."""
 
 
-class PrefixError(ValueError):
+class PrefixError(AresError, ValueError):
     """A prompt that does not extend its sequence where no compaction explains a new one (``strict``)."""
 
 

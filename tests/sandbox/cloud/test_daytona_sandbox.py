@@ -11,7 +11,7 @@ from cloud_fake_machine import LocalMachine, MemoryMachine, local_machine, local
 from daytona_api_client_async import SandboxState
 from daytona_fake import API_KEY, FakeDaytona
 
-from ares.errors import SandboxCrashedError, SandboxError, SandboxUnavailableError
+from ares.errors import SandboxCrashedError, SandboxError, SandboxTimeoutError, SandboxUnavailableError
 from ares.sandbox import ImageSpec, Resources, Sandbox, SandboxSpec
 from ares.sandbox.cloud.daytona import DaytonaOptions, DaytonaSandbox, DaytonaSandboxFactory
 
@@ -169,8 +169,9 @@ async def test_unresponsive_remote_is_deleted_at_the_client_deadline(fake: FakeD
     sandbox = DaytonaSandbox(SandboxSpec(), options)
     await sandbox.start()
     fake.hang_exec = True
-    with pytest.raises(SandboxCrashedError, match="did not answer"):
+    with pytest.raises(SandboxTimeoutError, match="did not answer") as raised:
         await sandbox.exec("true", timeout_s=0.1)
+    assert isinstance(raised.value, SandboxCrashedError) and isinstance(raised.value, TimeoutError)
     assert fake.deleted and not fake.machines
     await sandbox.stop()
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, ClassVar, Self
 
-from ares.errors import LLMError, MalformedResponseError
+from ares.errors import LLMError, LLMTimeoutError, MalformedResponseError
 from ares.llm.openai_client import LLMHTTPError
 from ares.llm.sdk.pricing import Prices, TokenCounts, price_for
 from ares.llm.types import LLMRequest, LLMResponse, Usage
@@ -212,7 +212,7 @@ class SDKClient(ABC):
         except module.APIStatusError as e:
             raise self._status_error(e) from e
         except module.APITimeoutError as e:
-            raise LLMError(
+            raise LLMTimeoutError(
                 f"{self.vendor} API call to {e.request.url} timed out after {self.timeout_s:g}s"
                 f"{_attempts(e.request)}; raise --timeout (timeout_s=) if the model is just slow"
             ) from e

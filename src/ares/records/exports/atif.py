@@ -38,6 +38,7 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from ares.errors import AresError
 from ares.llm.types import LLMRequest
 from ares.records.exports.turns import accounting, episode_fact, feedback, first_prompt, turns
 from ares.records.model import EpisodeRecord
@@ -75,7 +76,7 @@ def _commands(trace: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return list(state.get("commands") or [])
 
 
-class EmptyTrajectoryError(ValueError):
+class EmptyTrajectoryError(AresError, ValueError):
     """The episode has nothing an ATIF step could hold (ATIF requires at least one step)."""
 
 

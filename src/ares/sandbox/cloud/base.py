@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import ClassVar
 
-from ares.errors import SandboxCrashedError, SandboxError
+from ares.errors import SandboxError, SandboxTimeoutError
 from ares.images.identity import ImageIdentity
 from ares.sandbox.base import IMAGE_WORKDIR, ExecResult, FileMap, SandboxSpec
 from ares.sandbox.capabilities import Capability, CapabilityError
@@ -154,7 +154,7 @@ class CloudSandbox(StartStopContext, ABC):
                 raise
             with suppress_and_log(f"deleting an unresponsive {self.vendor} sandbox"):
                 await self.stop()
-            raise SandboxCrashedError(
+            raise SandboxTimeoutError(
                 f"the {self.vendor} sandbox did not answer within {limit:g}s of running {cmd[:200]!r}; "
                 "it was deleted"
             ) from exc

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ares.errors import SandboxCrashedError, SandboxError
+from ares.errors import SandboxCrashedError, SandboxError, SandboxTimeoutError
 from ares.images.config import ImageConfig
 from ares.images.rootfs import RootfsPlan
 from ares.sandbox import trusted_shell
@@ -570,7 +570,7 @@ class LocalSandbox(StartStopContext):
             frame = await InitChannel.exchange(self._send, InitChannel.encode_request(request), stdin, limit)
         except TimeoutError as exc:
             await self._mark_crashed(f"the sandbox did not answer within {limit}s; it was stopped")
-            raise SandboxCrashedError(self._state.why_not_running()) from exc
+            raise SandboxTimeoutError(self._state.why_not_running()) from exc
         return await self._checked(request.cmd, InitChannel.decode_reply(frame))
 
     async def _checked(self, cmd: str, reply: Reply | None) -> Reply:

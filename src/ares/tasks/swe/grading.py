@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from ares.errors import VerifierError
 from ares.tasks.swe import markers
 from ares.tasks.swe.harness import load_harness
 
@@ -65,7 +66,7 @@ GRADING_ERROR_REASONS = (
 )
 
 
-class SweGradingError(Exception):
+class SweGradingError(VerifierError):
     """The log cannot be graded: the tests did not (verifiably) run. The verifier records an error.
 
     ``reason`` is one of :data:`GRADING_ERROR_REASONS`; ``infra_reason`` is the harness's advisory

@@ -22,11 +22,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from ares.errors import MissingExtraError
+
 SWEBENCH_VERSION = "5.0.2"
 INSTALL_HINT = f"pip install 'ares[swe]' (swebench=={SWEBENCH_VERSION} and unidiff)"
 
 
-class SwebenchUnavailable(ImportError):
+class SwebenchUnavailable(MissingExtraError):
     """The ``swebench`` package (or ``unidiff``) is not installed; grading needs it."""
 
 
