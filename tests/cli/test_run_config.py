@@ -40,7 +40,10 @@ def test_a_config_is_frozen() -> None:
         ({"span_level": "off"}, "--span-level must be basic or full"),
         ({"track": ["nope:x"]}, "--track"),
         ({"model": "m"}, "--model applies to --policy openai only"),
-        ({"path": Path(".")}, "--path applies to the presets harbor, "),
+        (
+            {"path": Path(".")},
+            "--path applies to the harbor and swebench presets (harbor, harbor-*, swebench, ",
+        ),
     ],
 )
 def test_a_mistake_is_refused_as_the_config_is_built(

@@ -93,7 +93,7 @@ CASES = {
     ),
     "path elsewhere": (
         ["run", "humaneval", "--path", HARBOR],
-        "--path applies to the presets harbor, harbor-tools",
+        "--path applies to the harbor and swebench presets (harbor, harbor-*, swebench, swebench-*) only",
     ),
     "verifier mode": (
         ["run", "harbor", "--path", HARBOR, "--verifier-mode", "bogus"],

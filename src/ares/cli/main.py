@@ -90,7 +90,7 @@ from ares.images.progress import build_listener
 from ares.policies import API_POLICIES, make_policy
 from ares.policies.base import TokenExactPolicyFactory
 from ares.records.collectors import JsonDirCollector
-from ares.registry import list_presets, make
+from ares.registry import AGENTS, SOURCES, list_presets, make
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.rollout.runner import run_episodes
 from ares.sandbox.backends import make_sandbox_factory
@@ -118,11 +118,18 @@ RESUMABLE = frozenset({EpisodeStatus.FINISHED, EpisodeStatus.TRUNCATED})
 
 @app.command()
 def presets() -> None:
-    """List the environment presets."""
+    """List the environment presets: every task source with every agent that fits it, then each
+    preset's description and options."""
+    title = "presets: a task source x an agent, named SOURCE (bash agent) or SOURCE-AGENT"
+    matrix = Table("", *(agent.name for agent in AGENTS), title=title)
+    for source in SOURCES:
+        matrix.add_row(source.name, *("yes" if agent.fits(source) else "-" for agent in AGENTS))
+    console.print(matrix)
     table = Table("preset", "description", "options")
     for preset in list_presets():
         table.add_row(preset.name, preset.description, ", ".join(preset.options) or "-")
     console.print(table)
+    console.print("-: the agent needs a solution file, which these tasks do not name")
 
 
 @app.command()

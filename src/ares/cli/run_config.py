@@ -17,7 +17,7 @@ from ares.cli.common import fail
 from ares.cli.policy_flags import PolicyFlags
 from ares.errors import AresError
 from ares.policies import split_policy
-from ares.registry import Preset, get_preset, list_presets
+from ares.registry import SOURCES, Preset, get_preset
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S
 from ares.tasks.model import VERIFIER_MODES
 from ares.tracking import TrackingError, TrackSpec, parse_track_spec
@@ -94,8 +94,8 @@ class RunConfig:
     def _check_preset_options(self, spec: Preset) -> None:
         for option, value in self._preset_flags.items():
             if value is not None and option not in spec.options:
-                owners = [p.name for p in list_presets() if option in p.options]
-                which = f"the {owners[0]} preset" if len(owners) == 1 else f"the presets {', '.join(owners)}"
+                sources = [s.name for s in SOURCES if option in s.options]
+                which = f"the {' and '.join(sources)} presets ({', '.join(f'{s}, {s}-*' for s in sources)})"
                 raise fail(f"--{option.replace('_', '-')} applies to {which} only, not {self.preset!r}")
         if self.verifier_mode is not None and self.verifier_mode not in VERIFIER_MODES:
             raise fail(
