@@ -297,9 +297,14 @@ def make(
     agent: AgentFactory | Callable[..., CodeAgent] | None = None,
     token_renderer: TokenRenderer | None = None,
     verifier_mode: VerifierMode | None = None,
+    task_list: Sequence[Task] | None = None,
     **options: Any,
 ) -> CodeEnvironment:
     """Build the environment of a preset, e.g. ``make("humaneval", tasks="0:10")``.
+
+    ``task_list``: tasks ``load_tasks`` already loaded and selected, so that a run's environments
+    share one parse of the dataset (``tasks``, ``shard``, ``verifier_mode`` and the preset's options
+    then belong to that call).
 
     ``agent`` is the agent factory (default: the preset's own agent): anything called as
     ``agent(sandbox=..., llm=..., task=...)`` that returns an object with ``async run()``, once per
@@ -326,24 +331,17 @@ def make(
     """
     if warm_pool < 0:
         raise ValueError(f"warm_pool must be >= 0, got {warm_pool}")
-    spec = get_preset(preset)
-    unknown = set(options) - set(spec.options)
-    if unknown:
-        allowed = ", ".join(spec.options) or "none"
-        raise UnknownPresetError(f"preset {preset!r} has no option(s) {sorted(unknown)}; options: {allowed}")
-    require_extras(
-        spec.task_extras + (spec.agent_extras if agent is None else ()), needed_by=f"preset {preset!r}"
-    )
-    agent_factory = _agent_factory(agent) if agent is not None else spec.agent()
-    if context_budget is not None:
-        agent_factory = _with_context(agent_factory, context_budget)
-    chosen = select_tasks(spec.load_tasks(**options), tasks, shard)
-    if verifier_mode is not None:
-        if verifier_mode not in VERIFIER_MODES:
-            raise ValueError(
-                f"verifier_mode must be one of {', '.join(VERIFIER_MODES)}, got {verifier_mode!r}"
-            )
-        chosen = [replace(task, verifier_mode=verifier_mode) for task in chosen]
+    require_preset_extras(preset, own_agent=agent is None)  # all of them in one message
+    agent_factory = preset_agent(preset, agent, context_budget)
+    if task_list is None:
+        chosen = load_tasks(preset, tasks=tasks, shard=shard, verifier_mode=verifier_mode, **options)
+    elif tasks is not None or shard is not None or verifier_mode is not None or options:
+        raise UnknownPresetError(
+            "make(task_list=...) takes tasks already loaded and selected: give the selection, the "
+            "verifier mode and the preset's options to load_tasks() instead"
+        )
+    else:
+        chosen = list(task_list)
     pool = WarmPool(sandbox_factory, size=warm_pool) if warm_pool else None
     return CodeEnvironment(
         chosen,
@@ -356,6 +354,52 @@ def make(
         closing=(pool,) if pool else (),
         token_renderer=token_renderer,
     )
+
+
+def load_tasks(
+    preset: str,
+    *,
+    tasks: TaskSelection | None = None,
+    shard: str | tuple[int, int] | None = None,
+    verifier_mode: VerifierMode | None = None,
+    **options: Any,
+) -> list[Task]:
+    """The tasks ``make(preset, ...)`` runs: loaded from the preset's source, selected, and given
+    ``verifier_mode``. A run loads them once and hands the list to every environment (``task_list``)."""
+    spec = get_preset(preset)
+    unknown = set(options) - set(spec.options)
+    if unknown:
+        allowed = ", ".join(spec.options) or "none"
+        raise UnknownPresetError(f"preset {preset!r} has no option(s) {sorted(unknown)}; options: {allowed}")
+    require_extras(spec.task_extras, needed_by=f"preset {preset!r}")
+    if verifier_mode is not None and verifier_mode not in VERIFIER_MODES:
+        raise ValueError(f"verifier_mode must be one of {', '.join(VERIFIER_MODES)}, got {verifier_mode!r}")
+    chosen = select_tasks(spec.load_tasks(**options), tasks, shard)
+    if verifier_mode is not None:
+        chosen = [replace(task, verifier_mode=verifier_mode) for task in chosen]
+    return chosen
+
+
+def require_preset_extras(preset: str, *, own_agent: bool = True) -> None:
+    """Raise ``MissingExtraError`` naming every extra the preset's tasks (and its own agent) need."""
+    spec = get_preset(preset)
+    require_extras(
+        spec.task_extras + (spec.agent_extras if own_agent else ()), needed_by=f"preset {preset!r}"
+    )
+
+
+def preset_agent(
+    preset: str,
+    agent: AgentFactory | Callable[..., CodeAgent] | None = None,
+    context_budget: int | ContextConfig | None = None,
+) -> AgentFactory:
+    """The agent factory of ``make(preset, agent=..., context_budget=...)`` (the preset's own by
+    default), its extras checked: what a run can check before any environment exists."""
+    spec = get_preset(preset)
+    if agent is None:
+        require_extras(spec.agent_extras, needed_by=f"preset {preset!r}")
+    factory = _agent_factory(agent) if agent is not None else spec.agent()
+    return factory if context_budget is None else _with_context(factory, context_budget)
 
 
 def _with_context(factory: AgentFactory, budget: int | ContextConfig) -> AgentFactory:

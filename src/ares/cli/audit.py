@@ -52,7 +52,7 @@ from ares.cli.task_source import SourceArgument, resolve_source
 from ares.core.closing import Closable
 from ares.errors import AresError
 from ares.images.progress import build_listener
-from ares.registry import get_preset, make
+from ares.registry import get_preset, load_tasks
 from ares.sandbox.backends import make_sandbox_factory
 from ares.tasks.model import Task
 
@@ -118,7 +118,7 @@ def audit(
         options["verifier_mode"] = verifier_mode
     try:
         with reported_task_config(False):
-            chosen = list(make(preset, **options).tasks)
+            chosen = load_tasks(preset, **options)
         sandbox_factory = make_sandbox_factory(sandbox)
     except AresError as exc:
         raise fail(str(exc)) from None
@@ -233,7 +233,7 @@ def audit_synth_set(instances: Path, options: AuditOptions, sandbox: str = "loca
     """Audit a set ``ares tasks synth`` wrote and drop its hackable and weak instances from the file
     (kept apart in ``instances.dropped.jsonl``); the report is ``audit.json`` beside it. Returns the
     dropped ids with why."""
-    tasks = list(make("swebench", path=instances).tasks)
+    tasks = load_tasks("swebench", path=instances)
     sandbox_factory = make_sandbox_factory(sandbox)
     source_info = {"preset": "swebench", "path": str(instances.resolve())}
     report = AuditReport(instances.parent / REPORT_NAME, source_info, _settings(options, sandbox))

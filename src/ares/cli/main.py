@@ -90,10 +90,19 @@ from ares.images.progress import build_listener
 from ares.policies import API_POLICIES, make_policy
 from ares.policies.base import TokenExactPolicyFactory
 from ares.records.collectors import JsonDirCollector
-from ares.registry import AGENTS, SOURCES, list_presets, make
+from ares.registry import (
+    AGENTS,
+    SOURCES,
+    list_presets,
+    load_tasks,
+    make,
+    preset_agent,
+    require_preset_extras,
+)
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.rollout.runner import run_episodes
 from ares.sandbox.backends import make_sandbox_factory
+from ares.tasks.model import Task
 from ares.tracking import Tracker, Trackers, TrackingError, make_tracker
 
 app = App(help="ARES: RL environments for LLM coding agents.", no_args_is_help=True)
@@ -192,7 +201,8 @@ def execute(config: RunConfig) -> None:
             tracing.configure(config.span_level, process=f"ares run (pid {os.getpid()})")  # type: ignore[arg-type]
         except AresError as exc:
             raise fail(str(exc)) from None
-    policy_factory, task_count, sandbox_factory = _load(config)
+    policy_factory, task_list, sandbox_factory = _load(config)
+    task_count = len(task_list)
     total = config.total_episodes(task_count)
     out_dir = config.out_dir()
     (out_dir / "episodes").mkdir(parents=True, exist_ok=True)
@@ -203,7 +213,7 @@ def execute(config: RunConfig) -> None:
     )
     trace_parts: list[list[dict[str, Any]]] = []
     play = _Play(config, policy_factory, total, task_count, out_dir, earlier, tracker)
-    make_env = _env_factory(config, _env_options(config, policy_factory), sandbox_factory)
+    make_env = _env_factory(config, _env_options(config, policy_factory, task_list), sandbox_factory)
     started = time.perf_counter()
     interrupted = False
     try:
@@ -230,30 +240,31 @@ def execute(config: RunConfig) -> None:
     _report(config, results, wall_time_s, out_dir, tracker)
 
 
-def _load(config: RunConfig) -> tuple[Any, int, Any]:
-    """The policy factory, the number of tasks the run selects, the sandbox factory; a mistake they
-    find (a task selector out of range, a missing model file, a backend not installed, a server
-    that cannot be resolved, an engine that does not answer) fails the run before it starts."""
+def _load(config: RunConfig) -> tuple[Any, list[Task], Any]:
+    """The policy factory, the run's tasks (loaded and selected once, for every environment), the
+    sandbox factory; a mistake they find (a task selector out of range, an agent or extra that does
+    not fit, a missing model file, a backend not installed, a server that cannot be resolved, an
+    engine that does not answer) fails the run before it starts."""
     try:
         policy_factory = make_policy(config.policy, **config.policy_options)
+        require_preset_extras(config.preset)
+        preset_agent(config.preset, context_budget=config.context_budget)
         with reported_task_config(config.strict):
-            env = make(
-                config.preset, tasks=config.tasks, shard=config.shard, step_limit=config.step_limit,
-                context_budget=config.context_budget, **config.preset_options,
-            )  # fmt: skip
+            task_list = load_tasks(config.preset, **config.task_options)
         sandbox_factory = make_sandbox_factory(config.sandbox)
     except AresError as exc:
         raise fail(str(exc)) from None
     if config.policy in API_POLICIES:
         _check_server(policy_factory.client.base_url)  # type: ignore[attr-defined]
     check_engine(config.sandbox, sandbox_factory)
-    return policy_factory, len(env.tasks), sandbox_factory
+    return policy_factory, task_list, sandbox_factory
 
 
-def _env_options(config: RunConfig, policy_factory: Any) -> dict[str, Any]:
-    """``make(preset, **them)`` for each environment of the run. A local policy knows its model's
-    template and tokenizer: its runs are token exact by default."""
-    options = config.env_options
+def _env_options(config: RunConfig, policy_factory: Any, task_list: list[Task]) -> dict[str, Any]:
+    """``make(preset, **them)`` for each environment of the run: the run's one task list and its
+    limits. A local policy knows its model's template and tokenizer: its runs are token exact by
+    default."""
+    options = {**config.env_options, "task_list": task_list}
     if isinstance(policy_factory, TokenExactPolicyFactory):
         options["token_renderer"] = policy_factory.token_renderer()
     return options

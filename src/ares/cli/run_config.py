@@ -141,12 +141,17 @@ class RunConfig:
         return {name: value for name, value in given.items() if value is not None}
 
     @property
+    def task_options(self) -> dict[str, Any]:
+        """``load_tasks(preset, **them)``: the task selection and the preset options the flags give."""
+        return {"tasks": self.tasks, "shard": self.shard, **self.preset_options}
+
+    @property
     def env_options(self) -> dict[str, Any]:
-        """``make(preset, **them)``: the task selection, limits and preset options the flags give."""
+        """``make(preset, task_list=..., **them)``: the limits the flags give (the tasks are loaded
+        once, by ``load_tasks``, and shared by every environment of the run)."""
         return {
-            "tasks": self.tasks, "shard": self.shard, "step_limit": self.step_limit,
-            "context_limit": self.context_limit, "context_budget": self.context_budget,
-            "warm_pool": self.warm_pool, **self.preset_options,
+            "step_limit": self.step_limit, "context_limit": self.context_limit,
+            "context_budget": self.context_budget, "warm_pool": self.warm_pool,
         }  # fmt: skip
 
     @property

@@ -48,7 +48,7 @@ from ares.core.closing import Closable
 from ares.errors import AresError
 from ares.factory.asking import PolicySpec
 from ares.images.progress import build_listener
-from ares.registry import make
+from ares.registry import load_tasks, make
 from ares.sandbox.backends import make_sandbox_factory
 from ares.validation import REPORT_NAME, TaskValidation, ValidationReport, validate_tasks
 
@@ -106,12 +106,15 @@ def validate(
     report = _report(config, out_dir / REPORT_NAME, repeats)
     try:
         with reported_task_config(strict):
-            task_ids = [task.id for task in make(preset, **config.env_options).tasks]
+            task_list = load_tasks(preset, **config.task_options)  # once, for every environment
         sandbox_factory = make_sandbox_factory(sandbox)
     except AresError as exc:
         raise fail(str(exc)) from None
     check_engine(sandbox, sandbox_factory)
-    make_env = functools.partial(make, preset, sandbox_factory=sandbox_factory, **config.env_options)
+    task_ids = [task.id for task in task_list]
+    make_env = functools.partial(
+        make, preset, sandbox_factory=sandbox_factory, task_list=task_list, **config.env_options
+    )
     skip = report.finished & set(task_ids)
     if skip:
         console.print(f"{len(skip)} of {len(task_ids)} tasks already judged in {report.path}")

@@ -81,10 +81,10 @@ class Asker:
             response = await asyncio.wait_for(policy.act(request), self.spec.timeout_s)
             if not isinstance(response, LLMResponse):
                 raise PolicyError(f"the policy answered a {type(response).__name__}, not an LLMResponse")
+        except AresError as exc:  # first: an LLM call's own timeout is one, with its own reason
+            return self._failed(type(exc).__name__, str(exc))
         except TimeoutError:
             return self._failed("timeout", f"no answer within {self.spec.timeout_s:g}s")
-        except AresError as exc:
-            return self._failed(type(exc).__name__, str(exc))
         text = response.content if isinstance(response.content, str) else response.message().text
         if not text.strip():
             return self._failed("empty", "the answer has no text")

@@ -23,7 +23,7 @@ from ares.core.episodic import EpisodicEnvironment, episodic
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import transition
 from ares.envs.episode import ErrorInfo
-from ares.errors import PolicyTimeoutError
+from ares.errors import AresTimeoutError, PolicyTimeoutError
 from ares.llm.types import LLMResponse
 from ares.policies.base import PolicyFactory
 from ares.records.collecting import TraceLevel, TrajectoryCollectingEnvironment
@@ -112,6 +112,8 @@ class _Play:
             try:
                 with tracing.span("policy", cat="policy", step=len(self.policy_latencies)):
                     action = await asyncio.wait_for(policy.act(timestep.observation), self.timeout_s)
+            except AresTimeoutError:
+                raise  # the policy's own timeout (an LLM call's), with its own reason
             except TimeoutError as exc:
                 raise PolicyTimeoutError(
                     f"the policy did not answer within {self.timeout_s:g}s (policy_timeout_s)"

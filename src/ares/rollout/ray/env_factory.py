@@ -1,7 +1,8 @@
 """``PresetEnv``: a ``make_env`` that travels to Ray actors whatever the sandbox backend.
 
 A sandbox factory may hold what cannot leave its process (a Docker client's connection pool and
-locks, a cloud SDK session). ``PresetEnv`` carries only names and options; each process builds its
+locks, a cloud SDK session). ``PresetEnv`` carries only names and options (``ares run`` puts its one
+loaded ``task_list`` among them, so actors never parse the dataset again); each process builds its
 backend's factory once, on first use, and shares it between its environments.
 """
 
