@@ -10,8 +10,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from ares.sandbox.local import janitor
+
+# Tests assert behaviour, never timing: no property test fails because a loaded CI machine ran one
+# example past hypothesis's default 200 ms deadline.
+settings.register_profile("ares", deadline=None)
+settings.load_profile("ares")
 
 _SESSION_CACHE: Path | None = None
 
