@@ -67,8 +67,12 @@ def test_a_single_turn_agent_needs_tasks_that_name_a_solution_file() -> None:
     assert {p.source for p in PRESETS.values() if p.agent_kind == "single"} == {"humaneval", "harbor"}
 
 
+SOURCE_NAMES = tuple(source.name for source in SOURCES)
+
+
 def test_presets_prints_the_matrix() -> None:
-    env = {**os.environ, "COLUMNS": "120"}
+    """Agents down, sources across; every name whole in an 80-column terminal."""
+    env = {**os.environ, "COLUMNS": "80"}
     done = subprocess.run(
         [sys.executable, "-m", "ares.cli.main", "presets"],
         capture_output=True,
@@ -77,10 +81,13 @@ def test_presets_prints_the_matrix() -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    rows = {
-        line.split()[1]: line for line in done.stdout.splitlines() if line.startswith("│ ") and "yes" in line
-    }
-    assert rows["swebench"].count("yes") == len(AGENTS) - 1 and rows["humaneval"].count("yes") == len(AGENTS)
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if "agent" in line and "tasks" in line)
+    assert [name for name in header.split() if name in SOURCE_NAMES] == list(SOURCE_NAMES)
+    rows = {line.split()[1]: line.split()[2:] for line in lines if line.startswith("│ ") and "yes" in line}
+    assert list(rows) == [agent.name for agent in AGENTS]
+    assert [cell for cell in rows["single"] if cell != "│"] == ["yes", "yes", "-"]  # no swebench-single
+    assert all(cells.count("yes") == len(SOURCE_NAMES) for name, cells in rows.items() if name != "single")
 
 
 @pytest.mark.skipif(not swebench_available(), reason="needs swebench + unidiff (ares[swe])")

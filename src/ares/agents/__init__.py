@@ -1,4 +1,5 @@
-"""Code agents: the CodeAgent seam and the built-in bash, tool-calling and single-turn agents."""
+"""Code agents: the CodeAgent seam, the one conversation loop (``loop``) and the built-in bash,
+tool-calling, terminal and single-turn agents."""
 
 from ares.agents.base import ActionFormat, AgentFactory, CodeAgent, SolutionFormat, StatefulAgent
 from ares.agents.bash import (
@@ -10,6 +11,7 @@ from ares.agents.bash import (
     ExitStatus,
 )
 from ares.agents.bash_parser import FormatError, parse_action
+from ares.agents.loop import ConversationLoop, Turn
 from ares.agents.single_turn import (
     SingleTurnActionFormat,
     SingleTurnAgent,
@@ -36,6 +38,7 @@ __all__ = [
     "BashAgentConfig",
     "BashAgentFactory",
     "CodeAgent",
+    "ConversationLoop",
     "ExitStatus",
     "FormatError",
     "SingleTurnActionFormat",
@@ -49,6 +52,7 @@ __all__ = [
     "ToolAgent",
     "ToolAgentConfig",
     "ToolAgentFactory",
+    "Turn",
     "extract_solution",
     "parse_action",
 ]

@@ -1,4 +1,4 @@
-"""The built-in bash agent: templates, one loop, one parser.
+"""The built-in bash agent: templates, one parser, the shared loop (``ares.agents.loop``).
 
 Each turn the agent asks its LLM for a reply, parses the single ```bash command out of it, runs that
 command in the sandbox and sends the output back as the next user message. It stops when the model
@@ -10,30 +10,24 @@ limits (time, turns, tokens) belong to the environment, not here.
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
-from typing import Literal
 
-from ares.agents import resumable
 from ares.agents.bash_parser import FormatError, parse_action
 from ares.agents.context import ContextConfig
+from ares.agents.loop import ConversationLoop, Turn, check_config
+from ares.agents.loop import ExitStatus as ExitStatus
 from ares.agents.rendering import combine_output as combine_output
-from ares.agents.rendering import command_output, compile_template, default_template, render
+from ares.agents.rendering import command_output, default_template, render
 from ares.agents.rendering import limit_note as limit_note
 from ares.agents.rendering import truncate_middle as truncate_middle
 from ares.llm.interceptor import LLMClient
-from ares.llm.types import LLMRequest, LLMResponse, SamplingParams, assistant, user
+from ares.llm.types import LLMResponse, SamplingParams, user
 from ares.sandbox.base import ExecResult, Sandbox
 from ares.tasks.model import Task
 
-logger = logging.getLogger(__name__)
-
 #: The whole command a model sends to finish. It is never run: the episode goes to the verifier.
 SUBMIT_COMMAND = "echo ARES_SUBMIT"
-
-#: Why ``BashAgent.run`` returned: the model submitted, kept replying malformed, or hit the step limit.
-ExitStatus = Literal["submitted", "format_errors", "step_limit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,22 +56,16 @@ class BashAgentConfig:
     context: ContextConfig | None = None
 
     def __post_init__(self) -> None:
-        if self.max_output_chars < 1:
-            raise ValueError(f"max_output_chars must be at least 1, got {self.max_output_chars}")
-        if self.max_format_errors < 1:
-            raise ValueError(f"max_format_errors must be at least 1, got {self.max_format_errors}")
-        if self.step_limit is not None and self.step_limit < 1:
-            raise ValueError(f"step_limit must be None or at least 1, got {self.step_limit}")
-        for source in (
+        templates = (
             self.system_template,
             self.instance_template,
             self.observation_template,
             self.format_error_template,
-        ):
-            compile_template(source)  # a template syntax error surfaces here, not mid-episode
+        )
+        check_config(self, ("max_output_chars", "max_format_errors"), templates)
 
 
-class BashAgent(resumable.ResumableConversation):
+class BashAgent(ConversationLoop):
     """Drives one sandbox for one task. ``exit_status`` says why ``run`` returned.
 
     ``state()`` / ``load_state()`` capture the agent between two LLM calls (its conversation and
@@ -87,62 +75,36 @@ class BashAgent(resumable.ResumableConversation):
 
     AGENT = "bash"
     STATE_VERSION = 1
+    config: BashAgentConfig
 
     def __init__(self, sandbox: Sandbox, llm: LLMClient, task: Task, config: BashAgentConfig) -> None:
-        self.sandbox = sandbox
-        self.llm = llm
-        self.task = task
-        self.config = config
-        self.exit_status: ExitStatus | None = None
-        self._init_conversation(llm, config.context)
+        super().__init__(sandbox, llm, task, config)
 
-    async def run(self) -> None:
-        """Loop until submit, too many format errors, or the step limit. LLM and sandbox errors propagate."""
-        config, task = self.config, self.task
-        system_prompt = render(config.system_template, submit_command=SUBMIT_COMMAND)
-        instance = render(
-            config.instance_template,
+    def system_prompt(self) -> str:
+        return render(self.config.system_template, submit_command=SUBMIT_COMMAND)
+
+    def instance(self) -> str:
+        task = self.task
+        return render(
+            self.config.instance_template,
             instruction=task.instruction,
             workdir=task.workdir,
             timeout_s=task.command_timeout_s,
             task=task,
             submit_command=SUBMIT_COMMAND,
         )
-        if self._messages is None:
-            self._messages = [user(instance)]
-        messages, context = self._messages, self._context
-        while config.step_limit is None or self._turn < config.step_limit:
-            request = LLMRequest(
-                messages=tuple(messages),
-                system_prompt=system_prompt,
-                sampling=config.sampling,
-                model=config.model,
-                metadata=context.metadata({"agent": "bash", "turn": self._turn}),
-            )
-            response = await context.exchange(request, messages, instance, self._ask)
-            if response is None:
-                continue
-            # This agent uses no tools: keep only the text, so the conversation stays valid to resend.
-            messages.append(assistant(response.content or ""))
-            try:
-                command = _command(response)
-            except FormatError as error:
-                self._format_errors += 1
-                if self._format_errors >= config.max_format_errors:
-                    logger.warning(
-                        "bash agent gave up after %d malformed replies: %s", self._format_errors, error
-                    )
-                    self.exit_status = "format_errors"
-                    return
-                messages.append(user(self._format_error(error, response)))
-                continue
-            self._format_errors = 0
-            if command == SUBMIT_COMMAND:
-                self.exit_status = "submitted"
-                return
-            result = await self.sandbox.exec(command, cwd=task.workdir, timeout_s=task.command_timeout_s)
-            messages.append(user(self._observation(result)))
-        self.exit_status = "step_limit"
+
+    async def act(self, response: LLMResponse) -> Turn:
+        """Run the reply's one command; the submit command is never run."""
+        try:
+            command = _command(response)
+        except FormatError as error:
+            return Turn("malformed", correction=user(self._format_error(error, response)), error=str(error))
+        if command == SUBMIT_COMMAND:
+            return Turn("submitted")
+        task = self.task
+        result = await self.sandbox.exec(command, cwd=task.workdir, timeout_s=task.command_timeout_s)
+        return Turn("acted", (user(self._observation(result)),))
 
     def _observation(self, result: ExecResult) -> str:
         return render(

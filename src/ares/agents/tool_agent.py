@@ -1,4 +1,4 @@
-"""The built-in tool-calling agent: templates, one loop, three function tools.
+"""The built-in tool-calling agent: templates, three function tools, the shared loop (``agents.loop``).
 
 The model acts through OpenAI-style function tools sent with every request: ``bash`` (one command in
 the task's workdir), ``file`` (view, create and edit files; see ``file_tool``) and ``submit``. Each
@@ -15,22 +15,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ares.agents import resumable
-from ares.agents.bash import ExitStatus
 from ares.agents.context import ContextConfig
 from ares.agents.file_tool import FILE_TOOL, FILE_TOOL_SCHEMA, FileTool, ToolCallError
-from ares.agents.rendering import command_output, compile_template, default_template, render
+from ares.agents.loop import ConversationLoop, Turn, check_config
+from ares.agents.rendering import command_output, default_template, render
 from ares.llm.interceptor import LLMClient
-from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, ToolCall, assistant, user
+from ares.llm.types import LLMResponse, Message, SamplingParams, ToolCall, assistant, user
 from ares.sandbox.base import Sandbox
 from ares.tasks.model import Task
-
-logger = logging.getLogger(__name__)
 
 BASH_TOOL = "bash"
 SUBMIT_TOOL = "submit"
@@ -63,6 +59,7 @@ TOOLS: tuple[Mapping[str, Any], ...] = (
     },
 )
 
+_TOOL_NAMES = {"bash_tool": BASH_TOOL, "file_tool": FILE_TOOL, "submit_tool": SUBMIT_TOOL}
 _SCHEMAS = {tool["function"]["name"]: tool["function"]["parameters"] for tool in TOOLS}
 #: JSON schema type -> (Python type, how an error names it)
 _JSON_TYPES: dict[str, tuple[type, str]] = {
@@ -99,22 +96,17 @@ class ToolAgentConfig:
     context: ContextConfig | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_output_chars", "max_file_bytes", "max_format_errors"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.step_limit is not None and self.step_limit < 1:
-            raise ValueError(f"step_limit must be None or at least 1, got {self.step_limit}")
-        for source in (
+        templates = (
             self.system_template,
             self.instance_template,
             self.bash_output_template,
             self.call_error_template,
             self.format_error_template,
-        ):
-            compile_template(source)  # a template syntax error surfaces here, not mid-episode
+        )
+        check_config(self, ("max_output_chars", "max_file_bytes", "max_format_errors"), templates)
 
 
-class ToolAgent(resumable.ResumableConversation):
+class ToolAgent(ConversationLoop):
     """Drives one sandbox for one task through tool calls. ``exit_status`` says why ``run`` returned.
 
     ``state()`` / ``load_state()`` work as the bash agent's: the conversation and counters between two
@@ -123,74 +115,55 @@ class ToolAgent(resumable.ResumableConversation):
 
     AGENT = "tool"
     STATE_VERSION = 1
+    TOOLS = TOOLS
+    config: ToolAgentConfig
 
     def __init__(self, sandbox: Sandbox, llm: LLMClient, task: Task, config: ToolAgentConfig) -> None:
-        self.sandbox = sandbox
-        self.llm = llm
-        self.task = task
-        self.config = config
-        self.exit_status: ExitStatus | None = None
-        self._init_conversation(llm, config.context)
+        super().__init__(sandbox, llm, task, config)
         self._file_tool = FileTool(
             sandbox, task.workdir, task.command_timeout_s, config.max_output_chars, config.max_file_bytes
         )
 
-    async def run(self) -> None:
-        """Loop until submit, too many unusable replies or the step limit; LLM and sandbox errors raise."""
-        config, task = self.config, self.task
-        names = {"bash_tool": BASH_TOOL, "file_tool": FILE_TOOL, "submit_tool": SUBMIT_TOOL}
-        system_prompt = render(config.system_template, **names)
-        instance = render(
-            config.instance_template,
+    def system_prompt(self) -> str:
+        return render(self.config.system_template, **_TOOL_NAMES)
+
+    def instance(self) -> str:
+        task = self.task
+        return render(
+            self.config.instance_template,
             instruction=task.instruction,
             workdir=task.workdir,
             timeout_s=task.command_timeout_s,
             task=task,
         )
-        if self._messages is None:
-            self._messages = [user(instance)]
-        messages, context = self._messages, self._context
-        while config.step_limit is None or self._turn < config.step_limit:
-            request = LLMRequest(
-                messages=tuple(messages),
-                system_prompt=system_prompt,
-                tools=TOOLS,
-                sampling=config.sampling,
-                model=config.model,
-                metadata=context.metadata({"agent": "tool", "turn": self._turn}),
-            )
-            response = await context.exchange(request, messages, instance, self._ask)
-            if response is None:
+
+    def reply_message(self, response: LLMResponse) -> Message:
+        """Text and calls as they came; a reply with neither keeps "" so turns still alternate."""
+        reply = response.message()
+        return reply if reply.content is not None or reply.tool_calls else assistant("")
+
+    async def act(self, response: LLMResponse) -> Turn:
+        """Run every call of the reply in order, each answered by its own tool message; ``submit``
+        ends the run at once. A reply is malformed when none of its calls was usable."""
+        cut_off = response.finish_reason == "length"
+        answers: list[Message] = []
+        usable = False
+        for call in response.tool_calls:
+            try:
+                name, args = parse_call(call)
+            except ToolCallError as error:
+                answers.append(self._tool_message(call, self._call_error(error, cut_off)))
                 continue
-            # Text and calls as they came; a reply with neither keeps "" so turns still alternate.
-            reply = response.message()
-            messages.append(reply if reply.content is not None or reply.tool_calls else assistant(""))
-            cut_off = response.finish_reason == "length"
-            usable = False
-            for call in response.tool_calls:
-                try:
-                    name, args = parse_call(call)
-                except ToolCallError as error:
-                    messages.append(self._tool_message(call, self._call_error(error, cut_off)))
-                    continue
-                usable = True
-                if name == SUBMIT_TOOL:
-                    self.exit_status = "submitted"
-                    return
-                messages.append(self._tool_message(call, await self._run_tool(name, args)))
-            if usable:
-                self._format_errors = 0
-                continue
-            self._format_errors += 1
-            if self._format_errors >= config.max_format_errors:
-                logger.warning(
-                    "tool agent gave up after %d replies with no usable tool call", self._format_errors
-                )
-                self.exit_status = "format_errors"
-                return
-            if not response.tool_calls:
-                messages.append(user(render(config.format_error_template, cut_off=cut_off, **names)))
-        self.exit_status = "step_limit"
+            usable = True
+            if name == SUBMIT_TOOL:
+                return Turn("submitted", tuple(answers))
+            answers.append(self._tool_message(call, await self._run_tool(name, args)))
+        if usable:
+            return Turn("acted", tuple(answers))
+        correction = None
+        if not response.tool_calls:
+            correction = user(render(self.config.format_error_template, cut_off=cut_off, **_TOOL_NAMES))
+        return Turn("malformed", tuple(answers), correction, error="no usable tool call")
 
     async def _run_tool(self, name: str, args: Mapping[str, Any]) -> str:
         if name == FILE_TOOL:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import json
 import os
 import socket
@@ -94,15 +93,12 @@ from ares.registry import (
     AGENTS,
     SOURCES,
     list_presets,
-    load_tasks,
-    make,
     preset_agent,
     require_preset_extras,
 )
 from ares.rollout.results import EpisodeResult, RunSummary
-from ares.rollout.runner import run_episodes
+from ares.rollout.spec import RunSpec
 from ares.sandbox.backends import make_sandbox_factory
-from ares.tasks.model import Task
 from ares.tracking import Tracker, Trackers, TrackingError, make_tracker
 
 app = App(help="ARES: RL environments for LLM coding agents.", no_args_is_help=True)
@@ -130,9 +126,9 @@ def presets() -> None:
     """List the environment presets: every task source with every agent that fits it, then each
     preset's description and options."""
     title = "presets: a task source x an agent, named SOURCE (bash agent) or SOURCE-AGENT"
-    matrix = Table("", *(agent.name for agent in AGENTS), title=title)
-    for source in SOURCES:
-        matrix.add_row(source.name, *("yes" if agent.fits(source) else "-" for agent in AGENTS))
+    matrix = Table("agent \\ tasks", *(source.name for source in SOURCES), title=title)
+    for agent in AGENTS:  # agents down, sources across: the matrix fits an 80-column terminal
+        matrix.add_row(agent.name, *("yes" if agent.fits(source) else "-" for source in SOURCES))
     console.print(matrix)
     table = Table("preset", "description", "options")
     for preset in list_presets():
@@ -201,9 +197,8 @@ def execute(config: RunConfig) -> None:
             tracing.configure(config.span_level, process=f"ares run (pid {os.getpid()})")  # type: ignore[arg-type]
         except AresError as exc:
             raise fail(str(exc)) from None
-    policy_factory, task_list, sandbox_factory = _load(config)
-    task_count = len(task_list)
-    total = config.total_episodes(task_count)
+    policy_factory, spec, sandbox_factory = _load(config)
+    total = spec.total_episodes
     out_dir = config.out_dir()
     (out_dir / "episodes").mkdir(parents=True, exist_ok=True)
     earlier = _finished_results(out_dir) if config.resume else {}
@@ -212,13 +207,12 @@ def execute(config: RunConfig) -> None:
         list(config.track_specs), config.tracker_config(total, out_dir), out_dir, earlier.values()
     )
     trace_parts: list[list[dict[str, Any]]] = []
-    play = _Play(config, policy_factory, total, task_count, out_dir, earlier, tracker)
-    make_env = _env_factory(config, _env_options(config, policy_factory, task_list), sandbox_factory)
+    play = _Play(spec, policy_factory, sandbox_factory, out_dir, earlier, tracker)
     started = time.perf_counter()
     interrupted = False
     try:
         with sigterm_as_interrupt() as interruption, quiet_task_config():
-            results = play.run(make_env, collector, trace_parts.append)
+            results = play.run(collector, trace_parts.append)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the running episodes were cancelled
         results, interrupted = play.results_so_far(), True
     except AresError as exc:  # e.g. no Ray actor could start
@@ -240,44 +234,28 @@ def execute(config: RunConfig) -> None:
     _report(config, results, wall_time_s, out_dir, tracker)
 
 
-def _load(config: RunConfig) -> tuple[Any, list[Task], Any]:
-    """The policy factory, the run's tasks (loaded and selected once, for every environment), the
-    sandbox factory; a mistake they find (a task selector out of range, an agent or extra that does
-    not fit, a missing model file, a backend not installed, a server that cannot be resolved, an
-    engine that does not answer) fails the run before it starts."""
+def _load(config: RunConfig) -> tuple[Any, RunSpec, Any]:
+    """The policy factory, the run's spec (its tasks loaded and selected once, for every
+    environment) and the sandbox factory; a mistake they find (a task selector out of range, an
+    agent or extra that does not fit, a missing model file, a backend not installed, a server that
+    cannot be resolved, an engine that does not answer) fails the run before it starts. A local
+    policy knows its model's template and tokenizer: its runs are token exact by default."""
     try:
         policy_factory = make_policy(config.policy, **config.policy_options)
         require_preset_extras(config.preset)
         preset_agent(config.preset, context_budget=config.context_budget)
+        renderer = None
+        if isinstance(policy_factory, TokenExactPolicyFactory):
+            renderer = policy_factory.token_renderer()
         with reported_task_config(config.strict):
-            task_list = load_tasks(config.preset, **config.task_options)
+            spec = config.run_spec(renderer)
         sandbox_factory = make_sandbox_factory(config.sandbox)
     except AresError as exc:
         raise fail(str(exc)) from None
     if config.policy in API_POLICIES:
         _check_server(policy_factory.client.base_url)  # type: ignore[attr-defined]
     check_engine(config.sandbox, sandbox_factory)
-    return policy_factory, task_list, sandbox_factory
-
-
-def _env_options(config: RunConfig, policy_factory: Any, task_list: list[Task]) -> dict[str, Any]:
-    """``make(preset, **them)`` for each environment of the run: the run's one task list and its
-    limits. A local policy knows its model's template and tokenizer: its runs are token exact by
-    default."""
-    options = {**config.env_options, "task_list": task_list}
-    if isinstance(policy_factory, TokenExactPolicyFactory):
-        options["token_renderer"] = policy_factory.token_renderer()
-    return options
-
-
-def _env_factory(config: RunConfig, options: dict[str, Any], sandbox_factory: Any) -> Callable[[], Any]:
-    """What builds each environment: here, on the run's sandbox factory; on Ray, a picklable
-    ``PresetEnv`` with which each actor builds its own backend."""
-    if config.use_ray:
-        from ares.rollout.ray import PresetEnv
-
-        return PresetEnv(config.preset, config.sandbox, options)
-    return functools.partial(make, config.preset, sandbox_factory=sandbox_factory, **options)
+    return policy_factory, spec, sandbox_factory
 
 
 def _report(
@@ -390,25 +368,22 @@ def _finished_results(out_dir: Path) -> dict[int, EpisodeResult]:
 
 
 class _Play:
-    """The run's episodes played (here or on Ray) with a live progress display; each result is
-    written to ``out_dir/episodes`` and logged as it comes."""
+    """The run's episodes played (``RunSpec.play``: here or on Ray) with a live progress display;
+    each result is written to ``out_dir/episodes`` and logged as it comes."""
 
     def __init__(
-        self, config: RunConfig, policy_factory: Any, total: int, task_count: int, out_dir: Path,
+        self, spec: RunSpec, policy_factory: Any, sandbox_factory: Any, out_dir: Path,
         earlier: dict[int, EpisodeResult], tracker: Tracker,
     ) -> None:  # fmt: skip
-        self.config, self.policy_factory = config, policy_factory
-        self.total, self.task_count = total, task_count
+        self.spec, self.policy_factory, self.sandbox_factory = spec, policy_factory, sandbox_factory
         self.out_dir, self.earlier, self.tracker = out_dir, earlier, tracker
-        self.progress = run_progress(console, total, earlier.values())
+        self.progress = run_progress(console, spec.total_episodes, earlier.values())
         self._played: list[EpisodeResult] = []
 
-    def run(
-        self, make_env: Callable[[], Any], collector: JsonDirCollector, on_trace: Callable[[Any], None]
-    ) -> list[EpisodeResult]:
+    def run(self, collector: JsonDirCollector, on_trace: Callable[[Any], None]) -> list[EpisodeResult]:
         """All results, the earlier run's (``--resume``) included, in episode order."""
         with self.progress, build_listener(self.progress.on_build):
-            results = asyncio.run(self._play(make_env, collector, on_trace))
+            results = asyncio.run(self._play(collector, on_trace))
         return sorted([*self.earlier.values(), *results], key=lambda r: r.index)
 
     def results_so_far(self) -> list[EpisodeResult]:
@@ -416,22 +391,13 @@ class _Play:
         return sorted([*self.earlier.values(), *self._played], key=lambda r: r.index)
 
     async def _play(
-        self, make_env: Callable[[], Any], collector: JsonDirCollector, on_trace: Callable[[Any], None]
+        self, collector: JsonDirCollector, on_trace: Callable[[Any], None]
     ) -> list[EpisodeResult]:
-        config = self.config
-        runner: Any = run_episodes
-        extra: dict[str, Any] = {"keep_records": False}  # each result is on disk: keep no episode dicts
-        if config.use_ray:
-            from ares.rollout.ray import run_episodes_ray
-
-            runner = run_episodes_ray
-            extra |= {"actors": config.ray_actors, "retries": config.retries, "on_trace_events": on_trace}
         try:
-            return await runner(
-                make_env, self.policy_factory, episodes=self.total, concurrency=config.concurrency,
-                seed=config.seed, on_result=self._on_result, collector=collector, trace=config.trace,
-                skip=self.earlier.keys(), group_size=config.group_size,
-                policy_timeout_s=config.policy_timeout_s, num_tasks=self.task_count, **extra,
+            return await self.spec.play(
+                self.policy_factory, sandbox_factory=self.sandbox_factory, on_result=self._on_result,
+                collector=collector, skip=self.earlier.keys(), keep_records=False,  # each result is on disk
+                on_trace_events=on_trace,
             )  # fmt: skip
         finally:
             if isinstance(self.policy_factory, AsyncClosable):

@@ -1,4 +1,5 @@
-"""RunConfig: one ``ares run`` as checked values, built from its flags before anything is loaded.
+"""RunConfig: one ``ares run`` as checked values, built from its flags before anything is loaded;
+``run_spec()`` turns them into the library's ``RunSpec`` (``ares.rollout.spec``).
 
 A ``RunConfig`` that exists is consistent: each mistake that needs no loading (an unknown name, an
 option that does not apply, a bad value, a missing file or key) is refused as it is built, with
@@ -16,9 +17,11 @@ from typing import Any
 from ares.cli.common import fail
 from ares.cli.policy_flags import PolicyFlags
 from ares.errors import AresError
+from ares.llm.tokens import TokenRenderer
 from ares.policies import split_policy
 from ares.registry import SOURCES, Preset, get_preset
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S
+from ares.rollout.spec import RaySettings, RunSpec
 from ares.tasks.model import VERIFIER_MODES
 from ares.tracking import TrackingError, TrackSpec, parse_track_spec
 
@@ -89,6 +92,8 @@ class RunConfig:
         except TrackingError as exc:
             raise fail(str(exc)) from None
         object.__setattr__(self, "track_specs", specs)  # frozen: set once, as it is built
+        if self.episodes is not None:
+            self.total_episodes(0)  # -n must be whole groups; checked before anything loads
 
     # ------------------------------------------------------------------ checks
     def _check_preset_options(self, spec: Preset) -> None:
@@ -155,6 +160,10 @@ class RunConfig:
         }  # fmt: skip
 
     @property
+    def _given_preset_flags(self) -> dict[str, Any]:
+        return {name: value for name, value in self._preset_flags.items() if value is not None}
+
+    @property
     def _preset_flags(self) -> dict[str, Any]:
         """The flags that are options of some presets (``Preset.options``), by option name."""
         return {
@@ -174,6 +183,18 @@ class RunConfig:
         if chosen is None:
             chosen = max(DEFAULT_POLICY_TIMEOUT_S, 4 * (self.timeout or 0.0))
         return chosen or None
+
+    def run_spec(self, token_renderer: TokenRenderer | None = None) -> RunSpec:
+        """The run these flags describe, its tasks loaded once (``RunSpec.load``): the library's
+        spec that every environment, here or on a Ray actor, is built from."""
+        ray = RaySettings(self.ray_actors, self.retries) if self.use_ray else None
+        spec = RunSpec.load(
+            self.preset, tasks=self.tasks, shard=self.shard, verifier_mode=self.verifier_mode,  # type: ignore[arg-type]
+            preset_options=self._given_preset_flags, limits=self.env_options, sandbox=self.sandbox,
+            episodes=self.episodes, group_size=self.group_size, concurrency=self.concurrency, seed=self.seed,
+            trace=self.trace, policy_timeout_s=self.policy_timeout_s, ray=ray,
+        )  # fmt: skip
+        return spec.with_renderer(token_renderer)
 
     def total_episodes(self, task_count: int) -> int:
         """``-n``, or one group per task; groups are whole."""

@@ -1,4 +1,5 @@
-"""Rollouts: run many episodes concurrently and summarize them; step many environments ready-first."""
+"""Rollouts: a runs spec (``RunSpec``), many episodes run concurrently and summarized; many
+environments stepped ready-first."""
 
 from ares.rollout.pool import (
     EnvPool,
@@ -11,6 +12,7 @@ from ares.rollout.pool import (
 )
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.rollout.runner import run_episode, run_episodes
+from ares.rollout.spec import RaySettings, RunSpec
 
 __all__ = [
     "EnvPool",
@@ -21,6 +23,8 @@ __all__ = [
     "PoolError",
     "PoolResult",
     "PoolStateError",
+    "RaySettings",
+    "RunSpec",
     "RunSummary",
     "run_episode",
     "run_episodes",

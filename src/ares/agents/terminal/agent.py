@@ -17,23 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 from dataclasses import dataclass, field
 
-from ares.agents import resumable
-from ares.agents.bash import ExitStatus
 from ares.agents.bash_parser import FormatError
 from ares.agents.context import ContextConfig
-from ares.agents.rendering import compile_template, default_template, render, truncate_middle
+from ares.agents.loop import ConversationLoop, Turn, check_config
+from ares.agents.rendering import default_template, render, truncate_middle
 from ares.agents.terminal.action_format import TerminalActionFormat
 from ares.agents.terminal.keys import DEFAULT_DURATION_S, Command, parse_reply
 from ares.agents.terminal.tmux import TmuxSession
 from ares.llm.interceptor import LLMClient
-from ares.llm.types import LLMRequest, LLMResponse, SamplingParams, assistant, user
+from ares.llm.types import LLMResponse, Message, SamplingParams, user
 from ares.sandbox.base import Sandbox
 from ares.tasks.model import Task
-
-logger = logging.getLogger(__name__)
 
 #: The note that opens the first observation after the tmux session was found gone.
 RESTARTED_NOTE = (
@@ -76,9 +72,14 @@ class TerminalAgentConfig:
     context: ContextConfig | None = None
 
     def __post_init__(self) -> None:
-        for name in ("width", "height", "max_scrollback_lines", "max_output_chars", "max_format_errors"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        positive = ("width", "height", "max_scrollback_lines", "max_output_chars", "max_format_errors")
+        templates = (
+            self.system_template,
+            self.instance_template,
+            self.observation_template,
+            self.format_error_template,
+        )
+        check_config(self, positive, templates)
         if self.history_limit < self.max_scrollback_lines:
             raise ValueError(
                 f"history_limit ({self.history_limit}) must be at least max_scrollback_lines "
@@ -86,29 +87,18 @@ class TerminalAgentConfig:
             )
         if self.max_duration_s is not None and self.max_duration_s <= 0:
             raise ValueError(f"max_duration_s must be None or positive, got {self.max_duration_s}")
-        if self.step_limit is not None and self.step_limit < 1:
-            raise ValueError(f"step_limit must be None or at least 1, got {self.step_limit}")
-        for source in (
-            self.system_template,
-            self.instance_template,
-            self.observation_template,
-            self.format_error_template,
-        ):
-            compile_template(source)  # a template syntax error surfaces here, not mid-episode
 
 
-class TerminalAgent(resumable.ResumableConversation):
-    """Drives one tmux session for one task. ``exit_status`` says why ``run`` returned."""
+class TerminalAgent(ConversationLoop):
+    """Drives one tmux session for one task. ``exit_status`` says why ``run`` returned; the tmux
+    server is stopped when the loop ends by itself."""
 
     AGENT = "terminal"
     STATE_VERSION = 1
+    config: TerminalAgentConfig
 
     def __init__(self, sandbox: Sandbox, llm: LLMClient, task: Task, config: TerminalAgentConfig) -> None:
-        self.sandbox = sandbox
-        self.llm = llm
-        self.task = task
-        self.config = config
-        self.exit_status: ExitStatus | None = None
+        super().__init__(sandbox, llm, task, config)
         self.session = TmuxSession(
             sandbox,
             task.workdir,
@@ -117,61 +107,42 @@ class TerminalAgent(resumable.ResumableConversation):
             history_limit=config.history_limit,
         )
         self.max_duration_s = min(config.max_duration_s or task.command_timeout_s, task.command_timeout_s)
-        self._init_conversation(llm, config.context)
         self._mark = 0  # history size at the last capture: the next shows the scrollback after it
         self._session_started = False
 
-    async def run(self) -> None:
-        """Loop until task_complete, too many format errors, or the step limit. LLM and sandbox errors
-        propagate; the tmux server is stopped when the loop ends by itself."""
-        config, task = self.config, self.task
-        system_prompt = render(
+    def system_prompt(self) -> str:
+        config = self.config
+        return render(
             config.system_template,
             width=config.width,
             height=config.height,
             default_duration=DEFAULT_DURATION_S,
             max_duration_s=self.max_duration_s,
         )
-        instance = render(
-            config.instance_template, instruction=task.instruction, workdir=task.workdir, task=task
+
+    def instance(self) -> str:
+        task = self.task
+        return render(
+            self.config.instance_template, instruction=task.instruction, workdir=task.workdir, task=task
         )
-        if self._messages is None:
-            await self._start_session()
-            self._messages = [user(f"{instance}\n\n{await self._observation([])}")]
-        messages, context = self._messages, self._context
-        while config.step_limit is None or self._turn < config.step_limit:
-            request = LLMRequest(
-                messages=tuple(messages),
-                system_prompt=system_prompt,
-                sampling=config.sampling,
-                model=config.model,
-                metadata=context.metadata({"agent": "terminal", "turn": self._turn}),
-            )
-            response = await context.exchange(request, messages, instance, self._ask)
-            if response is None:
-                continue
-            messages.append(assistant(response.content or ""))
-            try:
-                reply = parse_reply(response.content)
-            except FormatError as error:
-                self._format_errors += 1
-                if self._format_errors >= config.max_format_errors:
-                    logger.warning(
-                        "terminal agent gave up after %d malformed replies: %s", self._format_errors, error
-                    )
-                    self.exit_status = "format_errors"
-                    await self.session.kill()
-                    return
-                messages.append(user(self._format_error(error, response)))
-                continue
-            self._format_errors = 0
-            notes = await self._type(reply.commands)
-            if reply.task_complete:
-                self.exit_status = "submitted"
-                await self.session.kill()
-                return
-            messages.append(user(await self._observation(notes)))
-        self.exit_status = "step_limit"
+
+    async def opening(self, instance: str) -> list[Message]:
+        """The task and the first screen of a fresh session."""
+        await self._start_session()
+        return [user(f"{instance}\n\n{await self._observation([])}")]
+
+    async def act(self, response: LLMResponse) -> Turn:
+        """Type the reply's keystrokes; the screen afterwards is the next observation."""
+        try:
+            reply = parse_reply(response.content)
+        except FormatError as error:
+            return Turn("malformed", correction=user(self._format_error(error, response)), error=str(error))
+        notes = await self._type(reply.commands)
+        if reply.task_complete:
+            return Turn("submitted")
+        return Turn("acted", (user(await self._observation(notes)),))
+
+    async def on_stop(self) -> None:
         await self.session.kill()
 
     async def _start_session(self) -> None:
