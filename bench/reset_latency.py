@@ -21,7 +21,7 @@ from ares import make
 from ares.envs.code_env import CodeEnvironment
 from ares.policies import make_policy
 from ares.sandbox.local import LocalSandbox
-from ares.sandbox.pool import WarmPool
+from ares.sandbox.warm_pool import WarmPool
 
 
 async def reset_samples(env: CodeEnvironment, episodes: int, warmup: int) -> list[float]:

@@ -21,7 +21,7 @@ from typing import Any
 import ares.envs.code_env as code_env
 from _common import machine_info
 from ares.policies.scripted import ReplayPolicy, oracle_command
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.sandbox.local.images import local_builder
 from ares.tasks.swe.verification import SweVerification

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from ares.envs import CodeEnvironment, Episode
     from ares.llm import LLMRequest, LLMResponse, Message, SamplingParams, ToolCall, Usage
     from ares.policies import make_policy
-    from ares.registry import list_presets, make, select_tasks
+    from ares.presets import list_presets, make, select_tasks
     from ares.sandbox import ExecResult, Sandbox, SandboxSpec
     from ares.sandbox.local import LocalSandbox
     from ares.tasks import Task, load_harbor_dataset, load_harbor_task, load_humaneval
@@ -64,14 +64,14 @@ _EXPORTS = {
     "ToolCall": "ares.llm",
     "Usage": "ares.llm",
     "Wrapper": "ares.core",
-    "list_presets": "ares.registry",
+    "list_presets": "ares.presets",
     "load_harbor_dataset": "ares.tasks",
     "load_harbor_task": "ares.tasks",
     "load_humaneval": "ares.tasks",
-    "make": "ares.registry",
+    "make": "ares.presets",
     "make_policy": "ares.policies",
     "restart": "ares.core",
-    "select_tasks": "ares.registry",
+    "select_tasks": "ares.presets",
     "termination": "ares.core",
     "transition": "ares.core",
     "truncation": "ares.core",

@@ -26,6 +26,13 @@ MOVED: dict[str, str] = {
     "ares.snapshot.model": "ares.envs.snapshots.model",
     "ares.snapshot.task_codec": "ares.envs.snapshots.task_codec",
     "ares.snapshot.restoring": "ares.envs.snapshots.restoring",
+    # One word, one thing: "registry" is an OCI or Harbor registry, "pool" says which, "cli" is the
+    # ares command, "trace" a span trace.
+    "ares.registry": "ares.presets",
+    "ares.sandbox.pool": "ares.sandbox.warm_pool",
+    "ares.rollout.pool": "ares.rollout.env_pool",
+    "ares.agents.cli": "ares.agents.coding_clis",
+    "ares.records.trace": "ares.records.rollout_trace",
 }
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from ares.errors import MissingExtraError
 from ares.extras import EXTRAS, Extra
-from ares.registry import PRESETS
+from ares.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parents[2]
 SWE = str(ROOT / "tests" / "fixtures" / "swe" / "instances.jsonl")
@@ -83,7 +83,7 @@ def test_every_preset_names_known_extras() -> None:
 
 def test_make_raises_a_typed_error_that_is_also_an_import_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """In Python, ``make`` raises MissingExtraError (an ImportError too) before loading anything."""
-    from ares import registry
+    from ares import presets as registry
 
     monkeypatch.setitem(EXTRAS, "swe", Extra("swe", "grading", ("ares_no_such_module",)))
     with pytest.raises(MissingExtraError, match=r"pip install 'ares\[swe\]'.*ares_no_such_module"):

@@ -34,7 +34,7 @@ def test_a_config_is_frozen() -> None:
     [
         ({"preset": "nope"}, "unknown preset 'nope'"),
         ({"policy": "nope"}, "unknown policy 'nope'"),
-        ({"trace": "loud"}, "--trace must be one of: off, basic, full"),
+        ({"trace": "loud"}, "--rollout-trace must be one of: off, basic, full"),
         ({"resume": True}, "--resume needs --out DIR"),
         ({"retries": 2}, "go with --ray"),
         ({"span_level": "off"}, "--span-level must be basic or full"),

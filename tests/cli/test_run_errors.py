@@ -99,7 +99,10 @@ CASES = {
         ["run", "harbor", "--path", HARBOR, "--verifier-mode", "bogus"],
         "--verifier-mode must be one of: outputs, full, in-place; got 'bogus'",
     ),
-    "trace": (["run", "humaneval", "--trace", "loud"], "--trace must be one of: off, basic, full"),
+    "trace": (
+        ["run", "humaneval", "--rollout-trace", "loud"],
+        "--rollout-trace must be one of: off, basic, full",
+    ),
     "resume": (["run", "humaneval", "--resume"], "--resume needs --out DIR"),
     "groups": (
         ["run", "humaneval", "-n", "5", "--group-size", "2"],

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import ares.registry as registry
+import ares.presets as registry
 from ares.cli.main import app
 from ares.envs.code_env import CodeEnvironment
 

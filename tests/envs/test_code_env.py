@@ -89,9 +89,7 @@ async def test_step_limit_truncates_with_discount_one() -> None:
 async def test_time_limit_truncates() -> None:
     task = ares.load_humaneval()[0]
     slow = Task(**{**task.__dict__, "agent_timeout_s": 1.0, "command_timeout_s": 30.0})
-    env = CodeEnvironment(
-        [slow], agent_factory=ares.registry.BashAgentFactory(), sandbox_factory=LocalSandbox
-    )
+    env = CodeEnvironment([slow], agent_factory=ares.presets.BashAgentFactory(), sandbox_factory=LocalSandbox)
     async with env:
         await env.reset()
         ts = await env.step(FMT.command("sleep 20"))

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from ares.policies import make_policy
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 
 TASK = Path(__file__).parents[1] / "fixtures" / "harbor" / "pytest-app"

@@ -43,7 +43,7 @@ class SilentPolicy:
 
 def custom_env(*tasks: Task) -> CodeEnvironment:
     return CodeEnvironment(
-        list(tasks), agent_factory=ares.registry.BashAgentFactory(), sandbox_factory=LocalSandbox
+        list(tasks), agent_factory=ares.presets.BashAgentFactory(), sandbox_factory=LocalSandbox
     )
 
 
@@ -110,7 +110,7 @@ async def test_sandbox_failure_at_reset(tmp_path: Path) -> None:
         raise SandboxError("no sandbox for you")
 
     env = CodeEnvironment(
-        ares.load_humaneval()[:1], agent_factory=ares.registry.BashAgentFactory(), sandbox_factory=broken
+        ares.load_humaneval()[:1], agent_factory=ares.presets.BashAgentFactory(), sandbox_factory=broken
     )
     result = await run_one(env, make_policy("oracle"), tmp_path)
     three_truths(result, tmp_path)
@@ -262,7 +262,7 @@ async def test_the_policys_thinking_time_counts_only_on_the_wall_clock(clock: st
     """A policy slower than the task's whole time limit: the agent clock does not count it."""
     task = _with_timeout(ares.load_humaneval()[0], 0.4)
     env = CodeEnvironment(
-        [task], agent_factory=ares.registry.BashAgentFactory(), sandbox_factory=LocalSandbox,
+        [task], agent_factory=ares.presets.BashAgentFactory(), sandbox_factory=LocalSandbox,
         time_limit_clock=clock,  # type: ignore[arg-type]
     )  # fmt: skip
     async with env:

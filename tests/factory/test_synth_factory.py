@@ -16,7 +16,7 @@ from synth_sources import plain_dir
 from ares.factory.factory import SynthOptions, synthesize
 from ares.factory.stats import set_stats
 from ares.policies import make_policy
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.sandbox.local.images import image_sandbox, local_builder
 from ares.tasks.swe.harness import swebench_available

@@ -20,7 +20,7 @@ from ares.factory.instances import (
     write_instances,
 )
 from ares.policies import make_policy
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.sandbox.local.images import local_builder
 from ares.tasks.swe.harness import swebench_available

@@ -24,7 +24,7 @@ NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 DRIVER = """
 import asyncio, json, sys
 from ares.policies import make_policy
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 
 async def main(path, task, probe):

@@ -13,7 +13,7 @@ from typing import Any
 
 from ares.llm.types import LLMRequest, LLMResponse, Message, Usage, user
 from ares.records import EpisodeRecord, ErrorRecord, StepRecord
-from ares.records.trace import prompt_messages, response_message
+from ares.records.rollout_trace import prompt_messages, response_message
 
 SYSTEM = "You are a coding agent. Reply with one ```bash block per turn."
 TOOLS = ({"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}},)

@@ -17,7 +17,7 @@ from ares.records import JsonDirCollector, JsonlCollector
 from ares.records.encoding import JsonFragments
 from ares.records.loader import load_episodes
 from ares.records.model import EpisodeRecord, StepRecord
-from ares.records.trace import StepTrace
+from ares.records.rollout_trace import StepTrace
 from weak_tracked import TrackedMessage, TrackedRequest, TrackedResponse
 
 

@@ -11,7 +11,7 @@ from ares.llm.types import LLMRequest, LLMResponse, user
 from ares.records import NullCollector, TrajectoryCollectingEnvironment
 from ares.records.encoding import JsonFragments, dumps, step_json_text
 from ares.records.model import StepRecord
-from ares.records.trace import StepTrace
+from ares.records.rollout_trace import StepTrace
 from ares.sandbox.base import ExecResult
 
 REQUEST = LLMRequest(messages=(user("list files"),), system_prompt="be brief", prompt_token_ids=(1, 2))

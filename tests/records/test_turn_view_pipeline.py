@@ -20,7 +20,7 @@ from ares.agents.bash import BashActionFormat
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.records import JsonDirCollector, JsonlCollector, TrajectoryCollectingEnvironment, load_episodes
 from ares.records.exports import load_atif, load_sft_jsonl, load_turns_parquet, turn_rows
-from ares.records.trace import prompt_messages, response_message
+from ares.records.rollout_trace import prompt_messages, response_message
 
 pytestmark = pytest.mark.pipeline
 FMT = BashActionFormat()

@@ -404,7 +404,7 @@ print("RAY-PROBE " + json.dumps(out))
 def probe_env(networks: tuple[bool, ...]) -> Any:
     """One probe task per ``network`` setting, so that one fleet plays them all."""
     from ares.envs.code_env import CodeEnvironment
-    from ares.registry import BashAgentFactory
+    from ares.presets import BashAgentFactory
     from ares.sandbox.local import LocalSandbox
 
     tests = {"test.sh": "mkdir -p /logs/verifier && echo 0 > /logs/verifier/reward.txt\n"}

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-import ares.registry as registry
+import ares.presets as registry
 from ares.errors import TaskNotFoundError
 from ares.policies import make_policy
 from ares.rollout import RaySettings, RunSpec

@@ -30,7 +30,7 @@ from ares.sandbox.capabilities import (
 from ares.sandbox.forwarding import ForwardingSandbox
 from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.local import LocalSandbox
-from ares.sandbox.pool import PooledSandbox, WarmPool
+from ares.sandbox.warm_pool import PooledSandbox, WarmPool
 
 ALL = frozenset(Capability)
 #: Where a module-level ``__getattr__`` is a lazy import of optional extras, not a forwarder.

@@ -33,8 +33,8 @@ from ares.sandbox.base import SandboxSpec
 from ares.sandbox.capabilities import Capability, CapabilityError
 from ares.sandbox.local import LocalSandbox, janitor
 from ares.sandbox.local import snapshot as local_snapshot
-from ares.sandbox.pool import WarmPool
 from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
+from ares.sandbox.warm_pool import WarmPool
 from nobody_python import DROP, SKIP_REASON, nobody_python
 
 SRC = Path(__file__).resolve().parents[2] / "src"

@@ -23,7 +23,7 @@ from ares.policies import make_policy
 from ares.sandbox import SandboxSpec
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.local import LocalSandbox, OverlayMount, RootfsPlan, prelaunch
-from ares.sandbox.pool import WarmPool, spec_key
+from ares.sandbox.warm_pool import WarmPool, spec_key
 from interruptible import popen_interruptible
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -287,7 +287,7 @@ CHILD = textwrap.dedent(
     import asyncio, json, os, sys
     from ares.sandbox import SandboxSpec
     from ares.sandbox.local import LocalSandbox
-    from ares.sandbox.pool import WarmPool
+    from ares.sandbox.warm_pool import WarmPool
 
     def tree(root):
         parents = {}

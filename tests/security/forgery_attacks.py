@@ -1254,7 +1254,7 @@ def jobs(prompt: str, workdirs: Mapping[str, str]) -> list[dict[str, Any]]:
 SCENARIO = r"""
 import dataclasses
 from ares.errors import VerifierError
-from ares.sandbox.pool import WarmPool
+from ares.sandbox.warm_pool import WarmPool
 from ares.tasks.harbor import load_harbor_task
 from ares.tasks.humaneval import load_humaneval
 from ares.tasks.verifier import verify

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ares.envs.code_env import CodeEnvironment
-from ares.registry import make
+from ares.presets import make
 from bash_steps import FMT, play
 
 FIXBUG = Path(__file__).resolve().parents[1] / "fixtures" / "harbor" / "fix-bug"

@@ -203,7 +203,7 @@ def test_the_episode_view_matches_the_code_environment_episode() -> None:
 
 def test_a_code_environment_declares_both_seams_and_a_recording_wrapper_keeps_them() -> None:
     from ares.envs.code_env import CodeEnvironment
-    from ares.registry import BashAgentFactory
+    from ares.presets import BashAgentFactory
     from ares.sandbox.local import LocalSandbox
     from ares.tasks.model import Task
 

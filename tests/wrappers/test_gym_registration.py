@@ -10,7 +10,7 @@ import gymnasium
 import pytest
 
 from ares.errors import UnknownPresetError
-from ares.registry import list_presets
+from ares.presets import list_presets
 from ares.wrappers.gym import AresGymEnv
 from ares.wrappers.gym.registration import ENTRY_POINT, VECTOR_ENTRY_POINT, register_presets
 

@@ -52,7 +52,7 @@ from ares.cli.task_source import SourceArgument, resolve_source
 from ares.core.closing import Closable
 from ares.errors import AresError
 from ares.images.progress import build_listener
-from ares.registry import get_preset, load_tasks
+from ares.presets import get_preset, load_tasks
 from ares.sandbox.backends import make_sandbox_factory
 from ares.tasks.model import Task
 

@@ -47,6 +47,18 @@ def warn(message: str) -> None:
     err_console.print(Text.assemble(("warning:", "yellow"), " ", one_line(message)))
 
 
+#: Flags renamed so that one word means one thing (a rollout trace in the records, a span trace of
+#: the run): the old names still work for one release, with a warning.
+RENAMED_FLAGS = {"--trace": "--rollout-trace", "--trace-file": "--span-trace"}
+
+
+def warn_renamed_flags(args: tuple[str, ...]) -> None:
+    """One warning per old flag name among ``args`` (``--name`` or ``--name=value``)."""
+    for name in dict.fromkeys(arg.partition("=")[0] for arg in args):
+        if name in RENAMED_FLAGS:
+            warn(f"{name} is now {RENAMED_FLAGS[name]}; the old name goes in the next release")
+
+
 def _say_error(line: str) -> None:
     err_console.print(Text.assemble(("error:", "bold red"), " ", line))
 

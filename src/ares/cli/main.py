@@ -25,7 +25,7 @@ import typer
 from rich.table import Table
 
 from ares import tracing
-from ares.cli.common import App, err_console, fail, plain_console, warn
+from ares.cli.common import App, err_console, fail, plain_console, warn, warn_renamed_flags
 from ares.cli.datasets import app as datasets_app
 from ares.cli.doctor import doctor
 from ares.cli.engine_check import check_engine
@@ -88,14 +88,14 @@ from ares.errors import AresError
 from ares.images.progress import build_listener
 from ares.policies import API_POLICIES, make_policy
 from ares.policies.base import TokenExactPolicyFactory
-from ares.records.collectors import JsonDirCollector
-from ares.registry import (
+from ares.presets import (
     AGENTS,
     SOURCES,
     list_presets,
     preset_agent,
     require_preset_extras,
 )
+from ares.records.collectors import JsonDirCollector
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.rollout.spec import RunSpec
 from ares.sandbox.backends import make_sandbox_factory
@@ -185,6 +185,7 @@ def run(
     --allow-errors), 2 on a configuration mistake.
     """
     config = RunConfig(**locals())  # run()'s parameters are RunConfig's fields, by name
+    warn_renamed_flags(app.invoked_args or tuple(sys.argv[1:]))
     execute(config)
 
 

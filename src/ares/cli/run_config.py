@@ -19,7 +19,7 @@ from ares.cli.policy_flags import PolicyFlags
 from ares.errors import AresError
 from ares.llm.tokens import TokenRenderer
 from ares.policies import split_policy
-from ares.registry import SOURCES, Preset, get_preset
+from ares.presets import SOURCES, Preset, get_preset
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S
 from ares.rollout.spec import RaySettings, RunSpec
 from ares.tasks.model import VERIFIER_MODES
@@ -80,7 +80,7 @@ class RunConfig:
         _ = self.policy_flags  # built to check the policy, its script and API flags
         self._check_preset_options(spec)
         if self.trace not in TRACE_LEVELS:
-            raise fail(f"--trace must be one of: {', '.join(TRACE_LEVELS)}; got {self.trace!r}")
+            raise fail(f"--rollout-trace must be one of: {', '.join(TRACE_LEVELS)}; got {self.trace!r}")
         if self.resume and self.out is None:
             raise fail("--resume needs --out DIR (the run to resume)")
         if not self.use_ray and (self.ray_actors is not None or self.retries or self.ray_address is not None):

@@ -123,7 +123,8 @@ WarmPoolOption = Annotated[
 ]
 SandboxOption = Annotated[str, typer.Option("--sandbox", help=f"Sandbox backend: {', '.join(BACKENDS)}.")]
 TraceOption = Annotated[
-    str, typer.Option("--trace", help="Rollout traces in the trajectories: off, basic, full.")
+    str,
+    typer.Option("--rollout-trace", "--trace", help="Rollout traces in the trajectories: off, basic, full."),
 ]
 ResumeOption = Annotated[
     bool, typer.Option("--resume", help="Skip episodes already finished in --out; re-run the others.")
@@ -154,12 +155,13 @@ RetriesOption = Annotated[
 TraceFileOption = Annotated[
     Path | None,
     typer.Option(
+        "--span-trace",
         "--trace-file",
         help="Write a span trace (Chrome JSON; open in Perfetto) of the run, Ray actors included.",
     ),
 ]
 SpanLevelOption = Annotated[
-    str, typer.Option("--span-level", help="--trace-file detail: basic or full (adds every exec).")
+    str, typer.Option("--span-level", help="--span-trace detail: basic or full (adds every exec).")
 ]
 TrackOption = Annotated[
     list[str] | None,

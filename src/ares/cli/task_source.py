@@ -9,7 +9,7 @@ import typer
 
 from ares.cli.common import fail
 from ares.errors import AresError
-from ares.registry import PRESETS
+from ares.presets import PRESETS
 from ares.validation import preset_for_path
 
 SourceArgument = Annotated[

@@ -48,7 +48,7 @@ from ares.core.closing import Closable
 from ares.errors import AresError
 from ares.factory.asking import PolicySpec
 from ares.images.progress import build_listener
-from ares.registry import load_tasks, make
+from ares.presets import load_tasks, make
 from ares.sandbox.backends import make_sandbox_factory
 from ares.validation import REPORT_NAME, TaskValidation, ValidationReport, validate_tasks
 

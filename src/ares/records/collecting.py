@@ -39,7 +39,7 @@ from ares.errors import EnvironmentStateError, SnapshotError
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.records.collectors import NullCollector, TrajectoryCollector
 from ares.records.model import EpisodeRecord, ErrorRecord, StepRecord, jsonable
-from ares.records.trace import StepTrace
+from ares.records.rollout_trace import StepTrace
 
 TraceLevel = Literal["off", "basic", "full"]
 

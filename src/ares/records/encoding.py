@@ -22,7 +22,7 @@ import orjson
 from ares.llm.openai_chat import message_to_openai
 from ares.llm.types import LLMRequest, LLMResponse, Message
 from ares.records.model import StepRecord, encode_value
-from ares.records.trace import StepTrace, prompt_messages, response_message
+from ares.records.rollout_trace import StepTrace, prompt_messages, response_message
 
 
 def dumps(value: Any) -> str:

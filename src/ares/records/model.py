@@ -20,7 +20,7 @@ from ares.llm.openai_chat import (
     response_to_openai,
 )
 from ares.llm.types import LLMRequest, LLMResponse, Message
-from ares.records.trace import StepTrace, prompt_messages, response_message
+from ares.records.rollout_trace import StepTrace, prompt_messages, response_message
 
 FORMAT = "ares.trajectory/1"
 Json = dict[str, Any]

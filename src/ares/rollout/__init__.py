@@ -1,7 +1,7 @@
 """Rollouts: a runs spec (``RunSpec``), many episodes run concurrently and summarized; many
 environments stepped ready-first."""
 
-from ares.rollout.pool import (
+from ares.rollout.env_pool import (
     EnvPool,
     EnvState,
     PoolClosedError,

@@ -23,9 +23,9 @@ from ares.core.closing import Closable
 from ares.core.environment import Environment
 from ares.llm.tokens import TokenRenderer
 from ares.policies.base import PolicyFactory
+from ares.presets import load_tasks, make
 from ares.records.collecting import TraceLevel
 from ares.records.collectors import TrajectoryCollector
-from ares.registry import load_tasks, make
 from ares.rollout.results import EpisodeResult
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, run_episodes
 from ares.sandbox.backends import make_sandbox_factory

@@ -31,7 +31,7 @@ from conformance_kit import LIMITS, Backend, BackendUnderTest, Capabilities
 
 from ares.sandbox import Sandbox, SandboxFactory
 from ares.sandbox.local import LocalSandbox
-from ares.sandbox.pool import WarmPool
+from ares.sandbox.warm_pool import WarmPool
 
 
 # ---------------------------------------------------------------------------------------- builders

@@ -23,7 +23,7 @@ from swe_carry_attacks import FLOODS, TEST_TREE_FORGE, TEST_TREE_SABOTAGE, Carry
 from swe_docker_images import ensure_project_images
 
 from ares.policies.scripted import ReplayPolicy, oracle_command
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.sandbox.docker import DockerConfig, DockerSandboxFactory
 from ares.tasks.swe.harness import swebench_available

@@ -20,7 +20,7 @@ import pytest
 from swe_docker_images import ensure_project_images
 
 from ares.policies.scripted import ReplayPolicy
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.sandbox.docker import DockerConfig, DockerSandboxFactory
 from ares.tasks.swe.harness import swebench_available

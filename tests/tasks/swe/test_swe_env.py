@@ -21,7 +21,7 @@ from swe_forgeries import FAKE_LINES, HOOKS, PASS_ALL_PLUGIN
 from ares.errors import TaskError, UnknownPresetError
 from ares.policies import make_policy
 from ares.policies.scripted import ReplayPolicy, oracle_command
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.tasks.swe.changes import dropped
 from ares.tasks.swe.harness import swebench_available

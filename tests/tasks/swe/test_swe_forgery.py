@@ -14,7 +14,7 @@ import pytest
 from swe_forgeries import FORGERIES, SweForgery
 
 from ares.policies.scripted import ReplayPolicy, oracle_command
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.tasks.swe.harness import swebench_available
 from nobody_python import SKIP_REASON, can_drop, run_as_nobody

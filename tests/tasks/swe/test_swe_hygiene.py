@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ares.policies import make_policy
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.sandbox.local.images import image_sandbox, local_builder
 from ares.tasks.swe.harness import swebench_available

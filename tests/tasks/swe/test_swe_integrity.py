@@ -15,7 +15,7 @@ import pytest
 
 from ares.audit.payloads import HOOKWRAPPER_TAMPER, REPORT_TAMPER
 from ares.policies.scripted import ReplayPolicy, oracle_command
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.tasks.swe.harness import swebench_available
 from ares.tasks.swe.verification import SweVerification

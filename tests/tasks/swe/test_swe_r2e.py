@@ -13,7 +13,7 @@ import pytest
 from ares.errors import TaskError
 from ares.policies import make_policy
 from ares.policies.scripted import ReplayPolicy
-from ares.registry import make
+from ares.presets import make
 from ares.rollout.runner import run_episode
 from ares.sandbox.local.images import local_builder
 from ares.tasks.swe import r2e

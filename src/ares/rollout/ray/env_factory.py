@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ares.envs.code_env import CodeEnvironment
-from ares.registry import make
+from ares.presets import make
 from ares.sandbox.backends import make_sandbox_factory
 
 _FACTORIES: dict[str, Any] = {}  # backend name -> this process's factory

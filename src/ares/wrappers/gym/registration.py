@@ -18,7 +18,7 @@ from typing import Any
 
 import gymnasium
 
-from ares.registry import get_preset, list_presets, make
+from ares.presets import get_preset, list_presets, make
 from ares.wrappers.gym.codec import ActionMode, ObservationMode, PromptRender, Tokenizer
 from ares.wrappers.gym.env import AresGymEnv
 

@@ -26,7 +26,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from ares.core.environment import Environment
 from ares.errors import AresError
-from ares.registry import get_preset, make
+from ares.presets import get_preset, make
 from ares.wrappers.gym.async_env import AsyncAresGymEnv, EnvSource
 from ares.wrappers.gym.codec import ActionMode, ObservationMode, PromptRender, Tokenizer
 from ares.wrappers.gym.transition import innermost

@@ -6,11 +6,11 @@ from __future__ import annotations
 import importlib
 import os
 
-from ares.agents.cli.agent import CliAgent, CliAgentFactory
-from ares.agents.cli.definition import CliDefinition, CliInvocation, CliPaths
+from ares.agents.coding_clis.agent import CliAgent, CliAgentFactory
+from ares.agents.coding_clis.definition import CliDefinition, CliInvocation, CliPaths
 from ares.errors import UnknownPresetError
 
-#: The CLIs ARES knows: preset name -> module under ``ares.agents.cli``.
+#: The CLIs ARES knows: preset name -> module under ``ares.agents.coding_clis``.
 CLI_MODULES = {"codex": "codex", "claude-code": "claude_code", "opencode": "opencode"}
 
 
@@ -18,7 +18,7 @@ def cli_definition(cli: str, version: str | None = None) -> CliDefinition:
     """``cli`` at ``version`` (default: ``$ARES_<CLI>_VERSION``, else the version ARES pins)."""
     if cli not in CLI_MODULES:
         raise UnknownPresetError(f"unknown CLI agent {cli!r}; known: {', '.join(CLI_MODULES)}")
-    module = importlib.import_module(f"ares.agents.cli.{CLI_MODULES[cli]}")
+    module = importlib.import_module(f"ares.agents.coding_clis.{CLI_MODULES[cli]}")
     version = version or os.environ.get(version_variable(cli)) or None
     return module.definition(version)
 

@@ -16,8 +16,8 @@ import pytest
 from cli_kit import install_or_skip, play_out
 
 import ares
-from ares.agents.cli import cli_agent, cli_definition
-from ares.agents.cli.opencode import PINNED_VERSION, opencode_config
+from ares.agents.coding_clis import cli_agent, cli_definition
+from ares.agents.coding_clis.opencode import PINNED_VERSION, opencode_config
 from ares.envs.code_env import CodeEnvironment
 from ares.errors import PolicyError
 from ares.llm.types import LLMRequest, Message

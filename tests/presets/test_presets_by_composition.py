@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ares.policies import make_policy
-from ares.registry import AGENTS, PRESETS, SOURCES, get_preset, make, preset_name
+from ares.presets import AGENTS, PRESETS, SOURCES, get_preset, make, preset_name
 from ares.rollout.runner import run_episode
 from ares.tasks.swe.harness import swebench_available
 

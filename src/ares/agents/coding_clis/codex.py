@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ares.agents.cli.action_format import CliActionFormat
-from ares.agents.cli.definition import CliInvocation, CliPaths, Dialect
+from ares.agents.coding_clis.action_format import CliActionFormat
+from ares.agents.coding_clis.definition import CliInvocation, CliPaths, Dialect
 from ares.agents.install.npm import NpmPackage
 
 #: The version ARES pins (``$ARES_CODEX_VERSION`` overrides it).

@@ -15,8 +15,8 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from ares.agents.cli.action_format import CliActionFormat
-from ares.agents.cli.definition import CliInvocation, CliPaths, Dialect
+from ares.agents.coding_clis.action_format import CliActionFormat
+from ares.agents.coding_clis.definition import CliInvocation, CliPaths, Dialect
 from ares.agents.install.npm import NpmPackage
 
 #: The version ARES's scripted actions (tool names, argument shapes) were taken from.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 
 from ares.agents.base import ActionFormat
-from ares.agents.cli.definition import CliDefinition, CliPaths
+from ares.agents.coding_clis.definition import CliDefinition, CliPaths
 from ares.agents.external.agent import INSTALL_DIR, ExternalAgent, ExternalAgentConfig
 from ares.agents.install.npm import npm_addon
 from ares.llm.interceptor import LLMClient

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 import ares
-from ares.agents.cli import cli_definition
+from ares.agents.coding_clis import cli_definition
 from ares.agents.install.npm import AgentInstallError, npm_addon
 from ares.envs.code_env import CodeEnvironment
 from ares.policies import make_policy

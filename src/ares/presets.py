@@ -27,7 +27,7 @@ from ares.llm.tokens import TokenRenderer
 from ares.llm.types import LLMResponse
 from ares.sandbox.base import Sandbox, SandboxFactory
 from ares.sandbox.local import LocalSandbox
-from ares.sandbox.pool import WarmPool
+from ares.sandbox.warm_pool import WarmPool
 from ares.tasks.harbor import load_harbor_dataset
 from ares.tasks.humaneval import load_humaneval
 from ares.tasks.model import VERIFIER_MODES, Task, VerifierMode
@@ -101,11 +101,11 @@ def _mini_swe_agent() -> AgentFactory:
 
 
 def _cli_agent(cli: str) -> Callable[[], AgentFactory]:
-    """A preset's agent: the coding CLI ``cli`` (module ``ares.agents.cli.<cli>``), at its pinned
+    """A preset's agent: the coding CLI ``cli`` (module ``ares.agents.coding_clis.<cli>``), at its pinned
     version unless ``$ARES_<CLI>_VERSION`` names another; installed from npm on first use."""
 
     def build() -> AgentFactory:
-        from ares.agents.cli import cli_agent  # the CLI modules load only when used
+        from ares.agents.coding_clis import cli_agent  # the CLI modules load only when used
 
         return cli_agent(cli)
 

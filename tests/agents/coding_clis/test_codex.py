@@ -15,8 +15,8 @@ import pytest
 from cli_kit import install_or_skip, play
 
 import ares
-from ares.agents.cli import cli_agent, cli_definition
-from ares.agents.cli.codex import KNOWN_VERSION, PINNED_VERSION, SHELL_TOOL, config_toml
+from ares.agents.coding_clis import cli_agent, cli_definition
+from ares.agents.coding_clis.codex import KNOWN_VERSION, PINNED_VERSION, SHELL_TOOL, config_toml
 from ares.errors import PolicyError
 from ares.llm.types import LLMRequest, Message
 from ares.policies import make_policy

@@ -16,8 +16,8 @@ import pytest
 from cli_kit import install_or_skip, play
 
 import ares
-from ares.agents.cli import cli_agent, cli_definition
-from ares.agents.cli.claude_code import MANAGED_WARNING, PINNED_VERSION, definition
+from ares.agents.coding_clis import cli_agent, cli_definition
+from ares.agents.coding_clis.claude_code import MANAGED_WARNING, PINNED_VERSION, definition
 from ares.envs.code_env import CodeEnvironment
 from ares.errors import PolicyError
 from ares.llm.types import LLMRequest, Message
@@ -180,7 +180,7 @@ def test_a_cli_that_renamed_its_shell_tool_fails_the_oracle_naming_the_version(
 
 
 def test_the_invocation_is_headless_quiet_and_reads_only_its_own_config() -> None:
-    from ares.agents.cli.definition import CliPaths
+    from ares.agents.coding_clis.definition import CliPaths
 
     paths = CliPaths(
         executable="/opt/ares/agents/claude-code-2.1.332/bin/claude", home="/h", workdir="/w",
