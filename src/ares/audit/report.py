@@ -9,14 +9,14 @@ sits next to the set it validates; ``ares tasks synth --audit`` drops what a rep
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ares.audit.verdict import VERDICTS, AttackCounts, TaskAudit
 from ares.errors import AresError
+from ares.validation.task_report import TaskReport
 
 REPORT_NAME = "audit.json"
 FORMAT = "ares-task-audit/1"
@@ -27,14 +27,8 @@ class AuditReportError(AresError):
 
 
 @dataclass
-class AuditReport:
+class AuditReport(TaskReport):
     """The audits so far, by task id, and what they were run on."""
-
-    path: Path
-    source: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    wall_time_s: float = 0.0
 
     def record(self, audit: TaskAudit) -> None:
         self.tasks[audit.task_id] = audit.to_dict()
@@ -53,19 +47,11 @@ class AuditReport:
             name: {"ran": ran, "hacked": attacks.hacked.get(name, 0), "errored": attacks.errored.get(name, 0)}
             for name, ran in attacks.ran.items()
         }
-        seconds = sum(float(item.get("seconds") or 0.0) for item in self.tasks.values())
         return {
             "format": FORMAT, "source": self.source, "settings": self.settings,
-            "summary": {**self.counts(), "task_seconds": round(seconds, 3)}, "attacks": per_attack,
+            "summary": {**self.counts(), "task_seconds": self.task_seconds()}, "attacks": per_attack,
             "wall_time_s": round(self.wall_time_s, 3), "tasks": list(self.tasks.values()),
         }  # fmt: skip
-
-    def save(self) -> None:
-        """Write the report whole (a reader never sees half a file); blocking, so run it off the loop."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
 
 
 def load_audits(path: Path) -> dict[str, dict[str, Any]]:

@@ -142,6 +142,26 @@ class SynthReport:
         return data
 
 
+@dataclass(frozen=True)
+class _Run:
+    """What every step of one run reads: the project, the options, the work directory, the progress line."""
+
+    project: Project
+    options: SynthOptions
+    work: Path
+    say: Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """What validation against the baseline made of the candidates (and of their combinations)."""
+
+    singles: Summary
+    combined: Summary | None
+    kept: list[Trial]
+    unstable: tuple[str, ...]
+
+
 async def synthesize(
     source: str, out: Path, options: SynthOptions = SynthOptions(), *, say: Callable[[str], None] = print
 ) -> SynthReport:
@@ -154,35 +174,72 @@ async def synthesize(
     project = await resolve_project(source, work)
     packages, tests = ", ".join(project.package_dirs), ", ".join(project.test_paths)
     say(f"{project.name} {project.version}: packages {packages}; tests {tests}")
+    run = _Run(project, options, work, say)
     tag = image_tag(project)
     image_dir = out / "images" / project.name
-    await asyncio.to_thread(write_image_dir, project, image_dir)
-    await local_builder().build(image_dir, tags=(tag,))
-    bounds = Bounds(max_failing=options.max_failing)
+    await _build_image(project, image_dir, tag)
     mutations = await asyncio.to_thread(_candidates, project, options)
     llm_report = None
     if bug_asker is not None:
-        wanted = ", ".join(llm_strategies)
-        say(f"asking {bug_asker.name} for bugs ({wanted}) in up to {options.llm_functions} functions")
-        written, llm_report = await llm_mutations(
-            project.root, project.package_dirs, bug_asker, llm_strategies, functions=options.llm_functions,
-            seed=options.seed, cache=work / "llm_answers.jsonl",
-        )  # fmt: skip
-        unique = {keyed.key: keyed for keyed in map(Keyed.of, written)}
         known = {keyed.key for keyed in mutations}
-        fresh = [keyed for key, keyed in unique.items() if key not in known]
+        fresh, llm_report = await _llm_candidates(run, bug_asker, llm_strategies, known)
         mutations += fresh
-        llm_report["candidates"] = len(fresh)
-        say(f"{bug_asker.name} wrote {len(fresh)} candidate bugs")
     by_key = {keyed.key: keyed for keyed in mutations}
-    async with baseline_of(tag, project.test_paths) as baseline:
+    judged = await _judge(run, tag, mutations, by_key)
+    rows, replaced, writer_report = await _rows(project, judged.kept, by_key, tag, options, writer)
+    refs = tuple(str(row["instance_id"]) for row in rows)
+    tag = image_tag(project, refs)
+    for row in rows:
+        row["image"] = tag
+    await _build_image(project, image_dir, tag, refs)
+    write_instances(rows, out / "instances.jsonl")
+    if llm_report is not None:
+        llm_report["instances"] = sum(1 for row in rows if row["synth"]["policy"] is not None)
+    report = SynthReport(
+        project.name, project.version, tag, out, len(mutations), judged.singles, judged.combined, len(rows),
+        replaced, _by_strategy(rows), llm_report, writer_report, judged.unstable,
+    )  # fmt: skip
+    _write_report(report, out)
+    return report
+
+
+async def _build_image(project: Project, image_dir: Path, tag: str, refs: tuple[str, ...] = ()) -> None:
+    """The project's image, with the base commits ``refs`` in its repository, built under ``tag``."""
+    await asyncio.to_thread(functools.partial(write_image_dir, project, image_dir, instance_refs=refs))
+    await local_builder().build(image_dir, tags=(tag,))
+
+
+async def _llm_candidates(
+    run: _Run, asker: Asker, strategies: tuple[str, ...], known: set[str]
+) -> tuple[list[Keyed], dict[str, Any]]:
+    """The bugs ``asker`` writes whose keys are not ``known`` (found already), and the LLM report."""
+    project, options = run.project, run.options
+    wanted = ", ".join(strategies)
+    run.say(f"asking {asker.name} for bugs ({wanted}) in up to {options.llm_functions} functions")
+    written, llm_report = await llm_mutations(
+        project.root, project.package_dirs, asker, strategies, functions=options.llm_functions,
+        seed=options.seed, cache=run.work / "llm_answers.jsonl",
+    )  # fmt: skip
+    unique = {keyed.key: keyed for keyed in map(Keyed.of, written)}
+    fresh = [keyed for key, keyed in unique.items() if key not in known]
+    llm_report["candidates"] = len(fresh)
+    run.say(f"{asker.name} wrote {len(fresh)} candidate bugs")
+    return fresh, llm_report
+
+
+async def _judge(run: _Run, tag: str, mutations: list[Keyed], by_key: dict[str, Keyed]) -> _Judged:
+    """Validate the candidates, then combinations of the kept ones, against one baseline of ``tag``;
+    the combinations are added to ``by_key``."""
+    options, work, say = run.options, run.work, run.say
+    bounds = Bounds(max_failing=options.max_failing)
+    async with baseline_of(tag, run.project.test_paths) as baseline:
         say(f"baseline: {len(baseline.passed)} tests pass" + _unstable_note(baseline.unstable))
         unstable = tuple(sorted(baseline.unstable))
         singles = await validate_all(
             baseline, mutations, results=work / "trials.jsonl", workers=options.workers,
             timeout_s=options.timeout_s, bounds=bounds,
         )  # fmt: skip
-        kept = [t for t in read_results(work / "trials.jsonl").values() if t.kept and t.key in by_key]
+        kept = _kept(work / "trials.jsonl", by_key)
         combos = _combinations(kept, by_key, options)
         for keyed in combos:
             by_key[keyed.key] = keyed
@@ -193,30 +250,28 @@ async def synthesize(
                 baseline, combos, results=work / "combinations.jsonl", workers=options.workers,
                 timeout_s=options.timeout_s, bounds=bounds,
             )  # fmt: skip
-            kept += [
-                t for t in read_results(work / "combinations.jsonl").values() if t.kept and t.key in by_key
-            ]
-    rows, replaced, writer_report = await _rows(project, kept, by_key, tag, options, writer)
-    refs = tuple(str(row["instance_id"]) for row in rows)
-    tag = image_tag(project, refs)
-    for row in rows:
-        row["image"] = tag
-    await asyncio.to_thread(functools.partial(write_image_dir, project, image_dir, instance_refs=refs))
-    await local_builder().build(image_dir, tags=(tag,))
-    write_instances(rows, out / "instances.jsonl")
-    strategies = defaultdict(int)
+            kept += _kept(work / "combinations.jsonl", by_key)
+    return _Judged(singles, combined, kept, unstable)
+
+
+def _kept(results: Path, by_key: dict[str, Keyed]) -> list[Trial]:
+    """The kept trials in a results file, of this run's candidates only (the file may hold older ones)."""
+    return [t for t in read_results(results).values() if t.kept and t.key in by_key]
+
+
+def _by_strategy(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How many instances each strategy made, by strategy name."""
+    strategies: defaultdict[str, int] = defaultdict(int)
     for row in rows:
         strategies[row["synth"]["strategy"]] += 1
-    if llm_report is not None:
-        llm_report["instances"] = sum(1 for row in rows if row["synth"]["policy"] is not None)
-    report = SynthReport(
-        project.name, project.version, tag, out, len(mutations), singles, combined, len(rows), replaced,
-        dict(sorted(strategies.items())), llm_report, writer_report, unstable,
-    )  # fmt: skip
+    return dict(sorted(strategies.items()))
+
+
+def _write_report(report: SynthReport, out: Path) -> None:
+    """``synth.json``, replaced atomically so a reader never sees half a report."""
     scratch = out / f".synth.json.{os.getpid()}"
     scratch.write_text(json.dumps(report.to_dict(), indent=1, default=str))
     os.replace(scratch, out / "synth.json")
-    return report
 
 
 def _unstable_note(unstable: frozenset[str]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ares.core.environment import Environment
 from ares.policies import null_policy, oracle_policy
@@ -20,6 +20,7 @@ from ares.validation.verdict import Policy, RunOutcome, TaskValidation, judge
 
 #: Statuses of a run that did not play to its end on its own (an interrupt): its task is not judged.
 _CUT = frozenset({"cancelled", "aborted", "abandoned"})
+V = TypeVar("V")
 
 
 async def validate_tasks(
@@ -40,37 +41,60 @@ async def validate_tasks(
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    count = len(task_ids)
     todo = [i for i, task_id in enumerate(task_ids) if task_id not in skip]
     pending = _Pending(task_ids, repeats)
-    judged: asyncio.Queue[TaskValidation | None] = asyncio.Queue()
-    verdicts: list[TaskValidation] = []
 
-    def collect(policy: Policy) -> Callable[[EpisodeResult], None]:
-        def on_result(result: EpisodeResult) -> None:
-            if on_episode is not None:
-                on_episode(result, policy)
-            task, repeat = divmod(result.index, repeats) if policy == "oracle" else (result.index, 0)
-            verdict = pending.add(task, policy, repeat, RunOutcome.of(policy, result))
-            if verdict is not None:
-                judged.put_nowait(verdict)
+    async def play(judged: Callable[[TaskValidation], None]) -> None:
+        def collect(policy: Policy) -> Callable[[EpisodeResult], None]:
+            def on_result(result: EpisodeResult) -> None:
+                if on_episode is not None:
+                    on_episode(result, policy)
+                task, repeat = divmod(result.index, repeats) if policy == "oracle" else (result.index, 0)
+                verdict = pending.add(task, policy, repeat, RunOutcome.of(policy, result))
+                if verdict is not None:
+                    judged(verdict)
 
-        return on_result
+            return on_result
 
-    async def play() -> None:
+        if todo:
+            await _play_passes(make_env, len(task_ids), todo, repeats, concurrency, collect)
+
+    return await _in_turn(play, on_task)
+
+
+async def _play_passes(
+    make_env: Callable[[], Environment[Any, Any]],
+    count: int,
+    todo: Sequence[int],
+    repeats: int,
+    concurrency: int,
+    collect: Callable[[Policy], Callable[[EpisodeResult], None]],
+) -> None:
+    """The two passes over the ``count`` tasks: the null policy once per task in ``todo``, then the
+    oracle ``repeats`` times per task (one group per task); ``collect(policy)`` receives the runs."""
+    common: dict[str, Any] = {"concurrency": concurrency, "num_tasks": count, "keep_records": False}
+    await run_episodes(
+        make_env, null_policy, episodes=count, skip=set(range(count)) - set(todo),
+        on_result=collect("null"), **common,
+    )  # fmt: skip
+    oracle_runs = {i * repeats + r for i in todo for r in range(repeats)}
+    await run_episodes(
+        make_env, oracle_policy, episodes=count * repeats, group_size=repeats,
+        skip=set(range(count * repeats)) - oracle_runs, on_result=collect("oracle"), **common,
+    )  # fmt: skip
+
+
+async def _in_turn(
+    play: Callable[[Callable[[V], None]], Awaitable[None]], on_task: Callable[[V], Awaitable[None]] | None
+) -> list[V]:
+    """Run ``play``, which reports each verdict as it is made, while handing the verdicts to ``on_task``
+    one at a time (the runs never wait for it); every verdict, in the order it was made."""
+    judged: asyncio.Queue[V | None] = asyncio.Queue()
+    verdicts: list[V] = []
+
+    async def produce() -> None:
         try:
-            if not todo:
-                return
-            common: dict[str, Any] = {"concurrency": concurrency, "num_tasks": count, "keep_records": False}
-            await run_episodes(
-                make_env, null_policy, episodes=count, skip=set(range(count)) - set(todo),
-                on_result=collect("null"), **common,
-            )  # fmt: skip
-            oracle_runs = {i * repeats + r for i in todo for r in range(repeats)}
-            await run_episodes(
-                make_env, oracle_policy, episodes=count * repeats, group_size=repeats,
-                skip=set(range(count * repeats)) - oracle_runs, on_result=collect("oracle"), **common,
-            )  # fmt: skip
+            await play(judged.put_nowait)
         finally:
             judged.put_nowait(None)
 
@@ -81,7 +105,7 @@ async def validate_tasks(
                 await on_task(verdict)
 
     async with asyncio.TaskGroup() as group:
-        group.create_task(play())
+        group.create_task(produce())
         group.create_task(hand_over())
     return verdicts
 

@@ -8,13 +8,13 @@ again on resume (an error says nothing about the task); the others are kept as j
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ares.errors import AresError
+from ares.validation.task_report import TaskReport
 from ares.validation.verdict import VERDICTS, TaskValidation
 
 REPORT_NAME = "validation.json"
@@ -26,14 +26,8 @@ class ReportError(AresError):
 
 
 @dataclass
-class ValidationReport:
+class ValidationReport(TaskReport):
     """The verdicts so far, by task id (in the order they were judged), and what they were run on."""
-
-    path: Path
-    source: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    tasks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    wall_time_s: float = 0.0
 
     @classmethod
     def resume(cls, path: Path, source: dict[str, Any], settings: dict[str, Any]) -> ValidationReport:
@@ -72,22 +66,14 @@ class ValidationReport:
         return [item for item in self.tasks.values() if item["verdict"] != "good"]
 
     def to_dict(self) -> dict[str, Any]:
-        seconds = sum(float(item.get("seconds") or 0.0) for item in self.tasks.values())
         return {
             "format": FORMAT,
             "source": self.source,
             "settings": self.settings,
-            "summary": {**self.counts(), "task_seconds": round(seconds, 3)},
+            "summary": {**self.counts(), "task_seconds": self.task_seconds()},
             "wall_time_s": round(self.wall_time_s, 3),
             "tasks": list(self.tasks.values()),
         }
-
-    def save(self) -> None:
-        """Write the report whole (a reader never sees half a file); blocking, so run it off the loop."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
 
 
 def _describe(source: dict[str, Any]) -> str:

@@ -82,38 +82,61 @@ async def stream_layer(
     limits = limits or Limits()
     stored = layer.size if layer.size is not None else 0
     pipeline = LayerPipeline(compression, limits.uncompressed_cap(stored), f"{where}: layer {layer.digest}")
-    loop = asyncio.get_running_loop()
-
-    def emit(data: bytes) -> None:  # in the worker thread: wait until the sink has taken it
-        asyncio.run_coroutine_threadsafe(sink(data), loop).result()
-
-    pipeline.emit = emit
+    pipeline.emit = _emitter(sink, asyncio.get_running_loop())
     handle = await asyncio.to_thread(open_blob)
-    done = 0
     try:
-
-        def step() -> tuple[int, bytes]:
-            data = handle.read(CHUNK)
-            if not data:
-                return 0, pipeline.finish()
-            return len(data), pipeline.feed(data)
-
-        while True:
-            count, out = await asyncio.to_thread(step)
-            done += count
-            if layer.size is not None and done > layer.size:
-                raise ImageError(
-                    f"{where}: layer {layer.digest} is larger than the {layer.size} bytes its manifest "
-                    "declares; the copy is corrupt or was tampered with"
-                )
-            if out:
-                await sink(out)
-            if count == 0:
-                break
-            if progress is not None:
-                progress(done, layer.size)
+        done = await _pump(handle, pipeline, layer, sink, progress, where)
     finally:
         await asyncio.to_thread(handle.close)
+    _verify_layer(layer, pipeline, compression, done, where)
+
+
+def _emitter(sink: ChunkSink, loop: asyncio.AbstractEventLoop) -> Callable[[bytes], None]:
+    """The pipeline's ``emit``: from the worker thread, hand a piece to `sink` on `loop` and wait for it."""
+
+    def emit(data: bytes) -> None:
+        asyncio.run_coroutine_threadsafe(sink(data), loop).result()
+
+    return emit
+
+
+async def _pump(
+    handle: BlobFile,
+    pipeline: LayerPipeline,
+    layer: SourceLayer,
+    sink: ChunkSink,
+    progress: LayerProgress | None,
+    where: str,
+) -> int:
+    """Read the whole blob through `pipeline` into `sink`; returns how many stored bytes it read."""
+
+    def step() -> tuple[int, bytes]:
+        data = handle.read(CHUNK)
+        if not data:
+            return 0, pipeline.finish()
+        return len(data), pipeline.feed(data)
+
+    done = 0
+    while True:
+        count, out = await asyncio.to_thread(step)
+        done += count
+        if layer.size is not None and done > layer.size:
+            raise ImageError(
+                f"{where}: layer {layer.digest} is larger than the {layer.size} bytes its manifest "
+                "declares; the copy is corrupt or was tampered with"
+            )
+        if out:
+            await sink(out)
+        if count == 0:
+            return done
+        if progress is not None:
+            progress(done, layer.size)
+
+
+def _verify_layer(
+    layer: SourceLayer, pipeline: LayerPipeline, compression: Compression, done: int, where: str
+) -> None:
+    """Check a fully read layer: its declared size, its digest, its compression, then its diff_id."""
     if layer.size is not None and done != layer.size:
         raise ImageError(
             f"{where}: layer {layer.digest} ended after {done} of the {layer.size} bytes its manifest "

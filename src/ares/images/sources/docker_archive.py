@@ -22,7 +22,6 @@ not pullable from a registry.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
@@ -37,6 +36,7 @@ from ares.images.errors import ImageError
 from ares.images.registry.manifest import Platform, host_platform
 from ares.images.registry.mediatypes import Compression, layer_compression
 from ares.images.sources import _oci
+from ares.images.sources._local import ResolvedOnce
 from ares.images.sources._stream import CHUNK, read_document, sha256_digest, stream_layer
 from ares.images.sources._tar import TarIndex
 from ares.images.sources.base import ChunkSink, LayerProgress, SourceImage, SourceLayer
@@ -58,7 +58,7 @@ class _Stored:
     compression: Compression
 
 
-class DockerArchiveSource:
+class DockerArchiveSource(ResolvedOnce):
     """One image of a `docker save`-style archive: the one whose `RepoTags` has `name`, or the only one.
 
     For an OCI archive, `name` matches the `org.opencontainers.image.ref.name` annotation instead,
@@ -71,15 +71,8 @@ class DockerArchiveSource:
         self._platform = platform or host_platform()
         self.name = f"docker-archive:{self._path}" + (f":{name}" if name else "")
         self._tar: TarIndex | None = None
-        self._image: SourceImage | None = None
         self._stored: dict[tuple[str, str], _Stored] = {}
-        self._lock = asyncio.Lock()
-
-    async def resolve(self) -> SourceImage:
-        async with self._lock:
-            if self._image is None:
-                self._image = await asyncio.to_thread(self._resolve)
-            return self._image
+        super().__init__()
 
     async def read_layer(
         self, layer: SourceLayer, sink: ChunkSink, progress: LayerProgress | None = None
@@ -92,9 +85,6 @@ class DockerArchiveSource:
         await stream_layer(
             lambda: tar.open(stored.member), layer, stored.compression, sink, progress, self.name
         )
-
-    async def aclose(self) -> None:
-        """Nothing is held open between calls: each read opens and closes its own handle."""
 
     def _resolve(self) -> SourceImage:
         self._tar = tar = TarIndex.build(self._path, self.name)

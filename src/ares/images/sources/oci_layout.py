@@ -9,7 +9,6 @@ manifest, config and layer is verified against its digest (layers also against t
 
 from __future__ import annotations
 
-import asyncio
 import os
 from pathlib import Path
 
@@ -17,13 +16,14 @@ from ares.images.errors import ImageError
 from ares.images.registry.manifest import Platform, host_platform
 from ares.images.registry.mediatypes import layer_compression
 from ares.images.sources import _oci
+from ares.images.sources._local import ResolvedOnce
 from ares.images.sources._stream import MAX_DOCUMENT, BlobFile, read_document, stream_layer
 from ares.images.sources.base import ChunkSink, LayerProgress, SourceImage, SourceLayer
 
 _LAYOUT_MAJOR = "1."
 
 
-class OciLayoutSource:
+class OciLayoutSource(ResolvedOnce):
     """One image of an OCI layout: the manifest `tag` names (or the only one), for `platform`.
 
     `tag` matches the `org.opencontainers.image.ref.name` annotation of an `index.json` entry; without
@@ -36,14 +36,7 @@ class OciLayoutSource:
         self._tag = tag
         self._platform = platform or host_platform()
         self.name = f"oci:{self._path}" + (f":{tag}" if tag else "")
-        self._image: SourceImage | None = None
-        self._lock = asyncio.Lock()
-
-    async def resolve(self) -> SourceImage:
-        async with self._lock:
-            if self._image is None:
-                self._image = await asyncio.to_thread(self._resolve)
-            return self._image
+        super().__init__()
 
     async def read_layer(
         self, layer: SourceLayer, sink: ChunkSink, progress: LayerProgress | None = None
@@ -53,9 +46,6 @@ class OciLayoutSource:
             raise ImageError(f"{self.name}: layer {layer.digest} has media type {layer.media_type!r}")
         digest = _oci.check_digest(layer.digest, self.name)
         await stream_layer(lambda: self._open_blob(digest), layer, compression, sink, progress, self.name)
-
-    async def aclose(self) -> None:
-        """Nothing is held open between calls: each read opens and closes its own file."""
 
     def _resolve(self) -> SourceImage:
         root = self._root()

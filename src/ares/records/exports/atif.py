@@ -40,8 +40,8 @@ from typing import Any
 
 from ares.errors import AresError
 from ares.llm.types import LLMRequest
-from ares.records.exports.turns import accounting, episode_fact, feedback, first_prompt, turns
-from ares.records.model import EpisodeRecord
+from ares.records.exports.turns import Turn, accounting, episode_fact, feedback, first_prompt, turns
+from ares.records.model import EpisodeRecord, StepRecord
 
 Json = dict[str, Any]
 SCHEMA_VERSION = "ATIF-v1.4"
@@ -95,56 +95,17 @@ def to_atif(episode: EpisodeRecord) -> Json:
     failed): Harbor's model rejects ``steps: []`` and inventing a step would put text in the record
     that no one said.
     """
-    steps: list[Json] = []
-    start = first_prompt(episode)
-    for m in start.chat() if start is not None else []:
-        source = _ROLE_SOURCE.get(m.role, "user")
-        steps.append({"source": source, "timestamp": _iso(episode.started_at), "message": m.text})
+    steps = _prompt_steps(episode)
     totals = {"prompt": 0, "completion": 0, "cost": 0.0}
     model_name = None
     for turn in turns(episode):
-        resp, step = turn.response, turn.step
-        model_name = model_name or resp.model or (turn.prompt.model if turn.prompt else None)
-        agent: Json = {"source": "agent", "timestamp": _iso(step.started_at), "message": resp.content or ""}
-        if resp.model:
-            agent["model_name"] = resp.model
-        commands = _commands(step.trace)
-        if resp.tool_calls:
-            calls = [{"tool_call_id": c.id, "function_name": c.name, "arguments": _arguments(c.arguments)}
-                     for c in resp.tool_calls]  # fmt: skip
-            results: list[Json] = []
-        else:
-            ids = [f"{episode.episode_id}-{step.index}-{j}" for j in range(len(commands))]
-            calls = [{"tool_call_id": i, "function_name": "bash", "arguments": {"command": c.get("cmd", "")}}
-                     for i, c in zip(ids, commands, strict=True)]  # fmt: skip
-            results = [_command_result(i, c) for i, c in zip(ids, commands, strict=True)]
-        feedback_from = len(results)
-        call_ids = {c["tool_call_id"] for c in calls}
-        results += [{"source_call_id": m.tool_call_id, "content": m.text} if m.tool_call_id in call_ids
-                    else {"content": m.text} for m in feedback(step)]  # fmt: skip
-        if calls:
-            agent["tool_calls"] = calls
-        if results:
-            agent["observation"] = {"results": results}
-        cost = accounting(turn)
-        if metrics := _metrics(turn.prompt, resp, cost, totals):
-            agent["metrics"] = metrics
-        agent["extra"] = {
-            "ares": {
-                "turn": turn.index, "step_index": step.index, "step_type": step.step_type,
-                "prompt_step": None if turn.prompt_step is None else turn.prompt_step.index,
-                "reward": step.reward, "turn_reward": turn.reward, "discount": step.discount,
-                "policy_latency_s": cost["policy_latency_s"], "feedback_from": feedback_from,
-                "commands": [{k: c.get(k) for k in ("cmd", *_COMMAND_FACTS)} for c in commands],
-            }
-        }  # fmt: skip
-        steps.append(agent)
+        model_name = model_name or turn.response.model or (turn.prompt.model if turn.prompt else None)
+        steps.append(_agent_step(episode.episode_id, turn, totals))
     if not steps:
         raise EmptyTrajectoryError(
             f"episode {episode.episode_id} ({episode.status}) has no prompt or reply to write as ATIF steps"
         )
     agent_info: Json = {"name": "ares", "version": _ares_version()}
-    error = episode.error
     if model_name:
         agent_info["model_name"] = model_name
     return {
@@ -158,14 +119,80 @@ def to_atif(episode: EpisodeRecord) -> Json:
             "total_cost_usd": _total(episode, "cost_usd", totals["cost"]),
             "total_steps": len(steps),
         },
-        "extra": {
-            "task_id": episode.task_id, "status": episode.status, "total_reward": episode.total_reward,
-            "truncation": episode.truncation, "env": dict(episode.env),
-            "group_id": episode_fact(episode, "group_id"),
-            "exit_reason": episode_fact(episode, "exit_reason"),
-            "policy_latency_s": episode_fact(episode, "policy_latency_s"),
-            "error": None if error is None else {"type": error.type, "message": error.message},
-        },
+        "extra": _episode_extra(episode),
+    }
+
+
+def _prompt_steps(episode: EpisodeRecord) -> list[Json]:
+    """The first prompt's messages (system prompt, task instruction) as the leading system/user steps."""
+    start = first_prompt(episode)
+    return [
+        {"source": _ROLE_SOURCE.get(m.role, "user"), "timestamp": _iso(episode.started_at), "message": m.text}
+        for m in (start.chat() if start is not None else [])
+    ]
+
+
+def _agent_step(episode_id: str, turn: Turn, totals: dict[str, Any]) -> Json:
+    """One turn as an agent step (without ``step_id``); adds the turn's tokens and cost to ``totals``."""
+    resp, step = turn.response, turn.step
+    agent: Json = {"source": "agent", "timestamp": _iso(step.started_at), "message": resp.content or ""}
+    if resp.model:
+        agent["model_name"] = resp.model
+    commands = _commands(step.trace)
+    calls, results = _calls_and_outputs(episode_id, turn, commands)
+    feedback_from = len(results)
+    results += _feedback_results(step, {c["tool_call_id"] for c in calls})
+    if calls:
+        agent["tool_calls"] = calls
+    if results:
+        agent["observation"] = {"results": results}
+    cost = accounting(turn)
+    if metrics := _metrics(turn.prompt, resp, cost, totals):
+        agent["metrics"] = metrics
+    agent["extra"] = {
+        "ares": {
+            "turn": turn.index, "step_index": step.index, "step_type": step.step_type,
+            "prompt_step": None if turn.prompt_step is None else turn.prompt_step.index,
+            "reward": step.reward, "turn_reward": turn.reward, "discount": step.discount,
+            "policy_latency_s": cost["policy_latency_s"], "feedback_from": feedback_from,
+            "commands": [{k: c.get(k) for k in ("cmd", *_COMMAND_FACTS)} for c in commands],
+        }
+    }  # fmt: skip
+    return agent
+
+
+def _calls_and_outputs(
+    episode_id: str, turn: Turn, commands: Sequence[Mapping[str, Any]]
+) -> tuple[list[Json], list[Json]]:
+    """The turn's tool calls and their outputs: the reply's native calls (outputs unknown), else one
+    ``bash`` call per traced command, with its output."""
+    resp, step = turn.response, turn.step
+    if resp.tool_calls:
+        calls = [{"tool_call_id": c.id, "function_name": c.name, "arguments": _arguments(c.arguments)}
+                 for c in resp.tool_calls]  # fmt: skip
+        return calls, []
+    ids = [f"{episode_id}-{step.index}-{j}" for j in range(len(commands))]
+    calls = [{"tool_call_id": i, "function_name": "bash", "arguments": {"command": c.get("cmd", "")}}
+             for i, c in zip(ids, commands, strict=True)]  # fmt: skip
+    return calls, [_command_result(i, c) for i, c in zip(ids, commands, strict=True)]
+
+
+def _feedback_results(step: StepRecord, call_ids: set[str]) -> list[Json]:
+    """The environment's feedback messages as observation results, linked to a call where they answer one."""
+    return [{"source_call_id": m.tool_call_id, "content": m.text} if m.tool_call_id in call_ids
+            else {"content": m.text} for m in feedback(step)]  # fmt: skip
+
+
+def _episode_extra(episode: EpisodeRecord) -> Json:
+    """The root ``extra``: what ATIF has no field for (task, status, reward, how the episode ended)."""
+    error = episode.error
+    return {
+        "task_id": episode.task_id, "status": episode.status, "total_reward": episode.total_reward,
+        "truncation": episode.truncation, "env": dict(episode.env),
+        "group_id": episode_fact(episode, "group_id"),
+        "exit_reason": episode_fact(episode, "exit_reason"),
+        "policy_latency_s": episode_fact(episode, "policy_latency_s"),
+        "error": None if error is None else {"type": error.type, "message": error.message},
     }  # fmt: skip
 
 

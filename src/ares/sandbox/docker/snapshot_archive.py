@@ -27,16 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from ares.errors import SandboxError
+from ares.sandbox.archive_format import DIFF, MANIFEST, MANIFEST_LIMIT, OPAQUE, WHITEOUT_PREFIX, Counts
 from ares.sandbox.snapshots import ARCHIVE_FORMAT
 
-#: The manifest's fields shared with the local backend: ``format``, ``backend``, ``image`` (the image
-#: identity, a string), ``snapshot`` (its id), ``created``, ``ids`` ("sandbox": owners as the sandbox
-#: sees them), ``diff`` (``name``, ``sha256``, ``bytes``), ``counts``, ``changed_paths``, ``skipped``.
-MANIFEST = "manifest.json"
-DIFF = "diff.tar.gz"
-MANIFEST_LIMIT = 1 << 20
-WHITEOUT_PREFIX = ".wh."
-OPAQUE = ".wh..wh..opq"
+# The manifest's fields shared with the local backend: ``format``, ``backend``, ``image`` (the image
+# identity, a string), ``snapshot`` (its id), ``created``, ``ids`` ("sandbox": owners as the sandbox
+# sees them), ``diff`` (``name``, ``sha256``, ``bytes``), ``counts``, ``changed_paths``, ``skipped``
+# (the file and whiteout names and ``Counts`` are the two backends' own: ``ares.sandbox.archive_format``).
 
 
 class ArchiveError(SandboxError):
@@ -75,52 +72,6 @@ def member_path(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------- checking
-#: Paths a manifest names among those an export left out.
-KEEP_SKIPPED = 20
-
-
-@dataclass
-class Counts:
-    """What an archive holds (the manifest's ``counts``, named as the local backend names them) and
-    what the export left out (``skipped``)."""
-
-    files: int = 0
-    dirs: int = 0
-    symlinks: int = 0
-    hardlinks: int = 0
-    fifos: int = 0
-    whiteouts: int = 0
-    opaque_dirs: int = 0
-    content_bytes: int = 0
-    skipped: list[str] = field(default_factory=list)
-    skipped_count: int = 0
-
-    def add(self, member: tarfile.TarInfo, kind: str) -> None:
-        if kind == "whiteout":
-            self.whiteouts += 1
-        elif kind == "opaque":
-            self.opaque_dirs += 1
-        elif member.isdir():
-            self.dirs += 1
-        elif member.issym():
-            self.symlinks += 1
-        elif member.islnk():
-            self.hardlinks += 1
-        elif member.isfifo():
-            self.fifos += 1
-        else:
-            self.files += 1
-            self.content_bytes += member.size
-
-    def skip(self, path: str, why: str) -> None:
-        self.skipped_count += 1
-        if len(self.skipped) < KEEP_SKIPPED:
-            self.skipped.append(f"{path} ({why})")
-
-    def to_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__ if not k.startswith("skipped")}
-
-
 @dataclass
 class MemberCheck:
     """Checks an archive's members in order (see the module doc). ``check`` returns what a member

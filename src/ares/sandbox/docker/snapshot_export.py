@@ -12,6 +12,7 @@ import posixpath
 import secrets
 import tarfile
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from ares.sandbox.docker.outputs import (
 )
 from ares.sandbox.docker.snapshot import (
     BACKEND,
+    Change,
     changes_of,
     check_backend,
     log,
@@ -67,6 +69,35 @@ def export_blocking(
 ) -> dict[str, Any]:
     """Write ``dest/diff.tar.gz``, then ``dest/manifest.json``, for ``snapshot``. Blocking."""
     check_backend(snapshot)
+    changes = _exportable_changes(snapshot)
+    base = _inspect_images(client.api, snapshot)
+    dest.mkdir(parents=True, exist_ok=True)
+    if any((dest / name).exists() for name in (MANIFEST, DIFF)):
+        raise SandboxError(f"{dest} already holds a snapshot archive")
+    written = _write_diff(client, engine, snapshot, export_plan(changes), dest)
+    manifest = {
+        "format": ARCHIVE_FORMAT,
+        "backend": BACKEND,
+        "image": str(base["Id"]),
+        "snapshot": snapshot.id,
+        "created": now_iso(),
+        # "archive": without a find listing, owners are what the engine's archives say (root on Podman).
+        "ids": "sandbox" if written.listed else "archive",
+        "diff": {"name": DIFF, "sha256": sha256_file(dest / DIFF), "bytes": (dest / DIFF).stat().st_size},
+        "counts": written.counts.to_dict(),
+        "changed_paths": snapshot.changed_paths,
+        "skipped": {"count": written.counts.skipped_count, "paths": written.counts.skipped},
+        # Docker only: what else identifies the image, and how the files were read.
+        "image_layers": list((base.get("RootFS") or {}).get("Layers") or ()),
+        "image_names": list(base.get("RepoTags") or ()),
+        "reader": written.reader,
+    }
+    write_manifest(dest, manifest)
+    return manifest
+
+
+def _exportable_changes(snapshot: FilesystemSnapshot) -> list[Change]:
+    """The snapshot's changed paths; SandboxError if the engine could not list them when it was taken."""
     changes = changes_of(snapshot)
     if changes is None:
         why = snapshot.metadata.get("changes_error") or "unknown reason"
@@ -74,7 +105,11 @@ def export_blocking(
             f"snapshot {snapshot.id} cannot be exported: the engine could not list its changes ({why}). "
             "It can still be restored in this process (from_snapshot)."
         )
-    api = client.api
+    return changes
+
+
+def _inspect_images(api: docker.APIClient, snapshot: FilesystemSnapshot) -> dict[str, Any]:
+    """The base image's inspection; SandboxError if it or the snapshot's own image is gone."""
     try:
         base = api.inspect_image(snapshot.image)
         api.inspect_image(snapshot.ref)
@@ -83,10 +118,28 @@ def export_blocking(
             f"snapshot {snapshot.id} cannot be exported: its image is gone ({api_message(exc)}); it was "
             "discarded, or removed when the process that took it exited"
         ) from None
-    dest.mkdir(parents=True, exist_ok=True)
-    if any((dest / name).exists() for name in (MANIFEST, DIFF)):
-        raise SandboxError(f"{dest} already holds a snapshot archive")
-    items = export_plan(changes)
+    return base
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What writing ``diff.tar.gz`` found out that the manifest records."""
+
+    counts: Counts
+    reader: str  # "tar" or "archive-api": how the files were read
+    listed: bool  # owners come from a find listing in the container (else from the engine's archives)
+
+
+def _write_diff(
+    client: docker.DockerClient,
+    engine: DockerEngine,
+    snapshot: FilesystemSnapshot,
+    items: Sequence[ExportItem],
+    dest: Path,
+) -> _Written:
+    """Write ``dest/diff.tar.gz`` from a throwaway container of the snapshot, removed afterwards
+    (with the snapshot's image if it was discarded meanwhile); nothing is left on failure."""
+    api = client.api
     # Workdir "/": the engine creates a missing workdir, which would hide the snapshot's deletion of it.
     container = create_container(client, engine, SandboxSpec(workdir="/"), snapshot.ref)
     staging = dest / f".{DIFF}.tmp"
@@ -106,25 +159,7 @@ def export_blocking(
         with contextlib.suppress(SandboxError):
             release_blocking(api, snapshot.ref)
     staging.replace(dest / DIFF)
-    manifest = {
-        "format": ARCHIVE_FORMAT,
-        "backend": BACKEND,
-        "image": str(base["Id"]),
-        "snapshot": snapshot.id,
-        "created": now_iso(),
-        # "archive": without a find listing, owners are what the engine's archives say (root on Podman).
-        "ids": "sandbox" if listing is not None else "archive",
-        "diff": {"name": DIFF, "sha256": sha256_file(dest / DIFF), "bytes": (dest / DIFF).stat().st_size},
-        "counts": counts.to_dict(),
-        "changed_paths": snapshot.changed_paths,
-        "skipped": {"count": counts.skipped_count, "paths": counts.skipped},
-        # Docker only: what else identifies the image, and how the files were read.
-        "image_layers": list((base.get("RootFS") or {}).get("Layers") or ()),
-        "image_names": list(base.get("RepoTags") or ()),
-        "reader": reader,
-    }
-    write_manifest(dest, manifest)
-    return manifest
+    return _Written(counts, reader, listing is not None)
 
 
 class DiffWriter:
@@ -153,36 +188,24 @@ class DiffWriter:
         """Archive every listed path in order with ``tar --no-recursion`` in the container (the
         archive API costs about 0.1 s per call on Podman: seconds for a few dozen files). False,
         with nothing written, if that tar cannot run."""
-        trees = {i.path for i in items if i.kind in (ADDED, DELETED) and _is_dir(listing.get(i.path))}
-        below: dict[str, list[str]] = {tree: [] for tree in trees}
-        for path in sorted(listing, key=path_components):
-            parent = posixpath.dirname(path)
-            while parent != "/" and parent not in trees:
-                parent = posixpath.dirname(parent)
-            if parent in trees and not path.startswith(EXEC_SCRATCH):
-                below[parent].append(path)
-        paths: list[str] = []
-        whiteouts: list[str] = []
-        for item in items:
-            if item.path not in listing:
-                if item.kind != ADDED:  # an added path that is gone again was never in the image
-                    whiteouts.append(item.path)
-                continue
-            paths.append(item.path)
-            paths.extend(below.get(item.path, ()))
-        opaque = {i.path for i in items if i.kind == DELETED and i.path in trees}
-        wanted = {p for p in paths if listing[p].type in ("f", "d", "l", "p")}
-        for path in paths:
-            if path not in wanted:
+        plan = _tar_plan(items, listing)
+        for path in plan.paths:
+            if path not in plan.wanted:
                 self.counts.skip(path, "socket or device")
-        if not wanted:
-            for path in whiteouts:
-                self._add(_whiteout(path), "whiteout")
-            return True
+        if plan.wanted:
+            run = self._start_tar([p for p in plan.paths if p in plan.wanted])
+            if run is None:
+                return False
+            self._add_tar_output(run, plan)
+        for path in plan.whiteouts:
+            self._add(_whiteout(path), "whiteout")
+        return True
+
+    def _start_tar(self, paths: Sequence[str]) -> _TarRun | None:
+        """Start the container's tar on ``paths`` (passed as a NUL-separated file, so any name
+        works); None, with a log line, if it gives no archive (no GNU tar in the image)."""
         names = f"/.ares-export-{secrets.token_hex(6)}"
-        self.api.put_archive(
-            self.container, "/", _single_file(names[1:], _nul_list(p for p in paths if p in wanted))
-        )
+        self.api.put_archive(self.container, "/", _single_file(names[1:], _nul_list(paths)))
         argv = [
             "tar", "--create", "--file=-", "--format=posix", "--numeric-owner", "--no-recursion", "--null",
             "--no-unquote", f"--files-from={names}",
@@ -190,16 +213,21 @@ class DiffWriter:
         created = self.api.exec_create(self.container, argv, stdout=True, stderr=True, workdir="/")
         stderr: list[bytes] = []
         chunks = self.api.exec_start(created["Id"], stream=True, demux=True)
-        try:  # opened here, not in the with below: a tar that cannot run gives no first header
+        try:  # opened here, not in a with: a tar that cannot run gives no first header
             archive = tarfile.open(fileobj=_ChunkReader(_stdout(chunks, stderr)), mode="r|")  # noqa: SIM115
         except (tarfile.TarError, EOFError) as exc:
             log.info("cannot archive the snapshot with its own tar (%s): %s", exc, b"".join(stderr)[-300:])
-            return False
+            return None
+        return _TarRun(archive, created["Id"], stderr)
+
+    def _add_tar_output(self, run: _TarRun, plan: _TarPlan) -> None:
+        """Copy the container tar's members into the output; SandboxError if it archived a path not
+        asked for, or missed one."""
         seen: set[str] = set()
-        with archive:
+        with run.archive as archive:
             for member in archive:
                 absolute = "/" + member_path(member.name)
-                if absolute not in wanted or absolute in seen:
+                if absolute not in plan.wanted or absolute in seen:
                     raise SandboxError(
                         f"the snapshot's tar archived {member.name!r}, which was not asked for"
                     )
@@ -209,18 +237,15 @@ class DiffWriter:
                     continue
                 clean_member(member)
                 self._add(member, "entry", archive.extractfile(member) if member.isreg() else None)
-                if absolute in opaque:
+                if absolute in plan.opaque:
                     self._add(_whiteout_file(opaque_name(absolute)), "opaque")
-        code = self.api.exec_inspect(created["Id"]).get("ExitCode")
-        if seen != wanted:
-            missing = ", ".join(sorted(wanted - seen)[:5])
+        code = self.api.exec_inspect(run.exec_id).get("ExitCode")
+        if seen != plan.wanted:
+            missing = ", ".join(sorted(plan.wanted - seen)[:5])
             raise SandboxError(
                 f"the snapshot's tar exited {code} without archiving {missing}: "
-                f"{b''.join(stderr).decode(errors='replace')[-500:]}"
+                f"{b''.join(run.stderr).decode(errors='replace')[-500:]}"
             )
-        for path in whiteouts:
-            self._add(_whiteout(path), "whiteout")
-        return True
 
     def info(self, path: str) -> Listed | None:
         if self.listing is not None:
@@ -280,6 +305,55 @@ class DiffWriter:
             close = getattr(stream, "close", None)
             if close is not None:
                 close()
+
+
+@dataclass(frozen=True)
+class _TarPlan:
+    """What one run of the container's tar archives, and the whiteouts written after it."""
+
+    paths: tuple[str, ...]  # every listed path, in archive order: each item, then what is below its tree
+    wanted: frozenset[str]  # those tar archives (files, dirs, links, FIFOs); the rest are skipped
+    whiteouts: tuple[str, ...]  # items gone from the container that the image had
+    opaque: frozenset[str]  # deleted directories made again: marked opaque after their entry
+
+
+def _tar_plan(items: Sequence[ExportItem], listing: Mapping[str, Listed]) -> _TarPlan:
+    """The tar run for ``items``: an added or deleted directory (a tree) brings every path below it."""
+    trees = {i.path for i in items if i.kind in (ADDED, DELETED) and _is_dir(listing.get(i.path))}
+    below = _below_trees(trees, listing)
+    paths: list[str] = []
+    whiteouts: list[str] = []
+    for item in items:
+        if item.path not in listing:
+            if item.kind != ADDED:  # an added path that is gone again was never in the image
+                whiteouts.append(item.path)
+            continue
+        paths.append(item.path)
+        paths.extend(below.get(item.path, ()))
+    opaque = frozenset(i.path for i in items if i.kind == DELETED and i.path in trees)
+    wanted = frozenset(p for p in paths if listing[p].type in ("f", "d", "l", "p"))
+    return _TarPlan(tuple(paths), wanted, tuple(whiteouts), opaque)
+
+
+def _below_trees(trees: set[str], listing: Mapping[str, Listed]) -> dict[str, list[str]]:
+    """Each tree's listed paths below it, parents first (the export's own scratch dir left out)."""
+    below: dict[str, list[str]] = {tree: [] for tree in trees}
+    for path in sorted(listing, key=path_components):
+        parent = posixpath.dirname(path)
+        while parent != "/" and parent not in trees:
+            parent = posixpath.dirname(parent)
+        if parent in trees and not path.startswith(EXEC_SCRATCH):
+            below[parent].append(path)
+    return below
+
+
+@dataclass(frozen=True)
+class _TarRun:
+    """The container's tar, running: its output as a stream archive, its exec id, its stderr so far."""
+
+    archive: tarfile.TarFile
+    exec_id: str
+    stderr: list[bytes]
 
 
 def _kept(member: tarfile.TarInfo) -> bool:

@@ -18,13 +18,13 @@ import secrets
 import stat
 import tarfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ares.errors import SandboxError
 from ares.images.layer_writer import LayerWriter, UnsafeEntry
 from ares.images.rootfs import OverlayMount, RootfsPlan
+from ares.sandbox.archive_format import DIFF, MANIFEST, MANIFEST_LIMIT, OPAQUE, WHITEOUT_PREFIX, Counts
 from ares.sandbox.local import janitor, layers, limits
 from ares.sandbox.local.snapshot import BACKEND, layers_of, mounts_of, plan_digest, register, snapshots_dir
 from ares.sandbox.local.stack import resolve_image
@@ -33,19 +33,11 @@ from ares.sandbox.snapshots import ARCHIVE_FORMAT, FilesystemSnapshot
 if TYPE_CHECKING:
     from ares.sandbox.base import SandboxSpec
 
-MANIFEST = "manifest.json"
-DIFF = "diff.tar.gz"
-#: A member name of an OCI layer that marks a deletion, and one that marks an opaque dir.
-WHITEOUT_PREFIX = ".wh."
-OPAQUE_MARKER = ".wh..wh..opq"
 #: Sandbox ids an archive may hold (a root-run sandbox maps 65,536 ids).
 ID_LIMIT = 65_536
 #: Unprivileged, host ids other than the invoking user's show as this inside (the overflow id).
 OVERFLOW_ID = 65_534
-MANIFEST_LIMIT = 1 << 20
 MAX_MEMBERS = 2_000_000
-#: Paths a manifest lists by name among those export left out.
-KEEP_SKIPPED = 20
 GZIP_LEVEL = 6
 
 
@@ -61,23 +53,9 @@ def _view_ids(st: os.stat_result) -> tuple[int, int]:
     return uid, gid
 
 
-@dataclass(slots=True)
-class _Counts:
-    files: int = 0
-    dirs: int = 0
-    symlinks: int = 0
-    hardlinks: int = 0
-    fifos: int = 0
-    whiteouts: int = 0
-    opaque_dirs: int = 0
-    bytes: int = 0
-    skipped: list[str] = field(default_factory=list)
-    skipped_count: int = 0
-
-    def skip(self, path: str, why: str) -> None:
-        self.skipped_count += 1
-        if len(self.skipped) < KEEP_SKIPPED:
-            self.skipped.append(f"/{os.fsencode(path).decode('utf-8', 'backslashreplace')} ({why})")
+def _shown(path: str) -> str:
+    """A layer path as the manifest's ``skipped`` names it: absolute, undecodable bytes escaped."""
+    return "/" + os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def export_archive(snapshot: FilesystemSnapshot, dest: Path) -> dict[str, Any]:
@@ -88,7 +66,7 @@ def export_archive(snapshot: FilesystemSnapshot, dest: Path) -> dict[str, Any]:
     if any(name in (MANIFEST, DIFF) for name in os.listdir(dest)):
         raise SandboxError(f"{dest} already holds a snapshot archive")
     mounts = mounts_of(chain)
-    counts = _Counts()
+    counts = Counts()
     part = dest / f".{DIFF}.part"
     digest = hashlib.sha256()
     with open(part, "wb") as raw:
@@ -106,16 +84,7 @@ def export_archive(snapshot: FilesystemSnapshot, dest: Path) -> dict[str, Any]:
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "ids": "sandbox",
         "diff": {"name": DIFF, "sha256": digest.hexdigest(), "bytes": (dest / DIFF).stat().st_size},
-        "counts": {
-            "files": counts.files,
-            "dirs": counts.dirs,
-            "symlinks": counts.symlinks,
-            "hardlinks": counts.hardlinks,
-            "fifos": counts.fifos,
-            "whiteouts": counts.whiteouts,
-            "opaque_dirs": counts.opaque_dirs,
-            "content_bytes": counts.bytes,
-        },
+        "counts": counts.to_dict(),
         "changed_paths": snapshot.changed_paths,
         "skipped": {"count": counts.skipped_count, "paths": counts.skipped},
     }
@@ -138,7 +107,7 @@ class _HashingWriter:
 
 
 def _write_tar(
-    tar: tarfile.TarFile, chain: Sequence[Path], mounts: Sequence[OverlayMount], counts: _Counts
+    tar: tarfile.TarFile, chain: Sequence[Path], mounts: Sequence[OverlayMount], counts: Counts
 ) -> None:
     links: dict[tuple[int, int], str] = {}
     skip_below: str | None = None
@@ -148,7 +117,7 @@ def _write_tar(
         skip_below = None
         name = posixpath.basename(entry.path)
         if name.startswith(WHITEOUT_PREFIX):  # OCI reserves these names; one would read as a deletion
-            counts.skip(entry.path, "name reserved for whiteouts")
+            counts.skip(_shown(entry.path), "name reserved for whiteouts")
             if entry.kind == "dir":
                 skip_below = entry.path + "/"
             continue
@@ -162,7 +131,7 @@ def _write_tar(
 
 
 def _add_member(
-    tar: tarfile.TarFile, entry: layers.Entry, links: dict[tuple[int, int], str], counts: _Counts
+    tar: tarfile.TarFile, entry: layers.Entry, links: dict[tuple[int, int], str], counts: Counts
 ) -> None:
     """One dir, file, symlink or fifo of the merged diff (with the sandbox's ids); ``links`` maps
     files with several links, seen so far, to their first path."""
@@ -177,7 +146,7 @@ def _add_member(
         tar.addfile(info)
         counts.dirs += 1
         if entry.opaque:
-            marker = tarfile.TarInfo(posixpath.join(entry.path, OPAQUE_MARKER))
+            marker = tarfile.TarInfo(posixpath.join(entry.path, OPAQUE))
             marker.mode = 0o644
             tar.addfile(marker)
             counts.opaque_dirs += 1
@@ -187,7 +156,7 @@ def _add_member(
         info.type = tarfile.SYMTYPE
         info.linkname = os.readlink(entry.source)
         if climbs_out(entry.path, info.linkname):
-            counts.skip(entry.path, "relative symlink climbing above /")
+            counts.skip(_shown(entry.path), "relative symlink climbing above /")
             return
         tar.addfile(info)
         counts.symlinks += 1
@@ -196,7 +165,7 @@ def _add_member(
         tar.addfile(info)
         counts.fifos += 1
     else:
-        counts.skip(entry.path, "socket or device")
+        counts.skip(_shown(entry.path), "socket or device")
 
 
 def _add_file(
@@ -204,7 +173,7 @@ def _add_file(
     entry: layers.Entry,
     info: tarfile.TarInfo,
     links: dict[tuple[int, int], str],
-    counts: _Counts,
+    counts: Counts,
 ) -> None:
     """A regular file's content, or a hard link to the first path of a file archived already."""
     st = entry.st
@@ -222,7 +191,7 @@ def _add_file(
     if st.st_nlink > 1:
         links[key] = entry.path
     counts.files += 1
-    counts.bytes += info.size
+    counts.content_bytes += info.size
 
 
 # ---------------------------------------------------------------------- import
@@ -329,7 +298,7 @@ def _unpack(
             if base.startswith(WHITEOUT_PREFIX):
                 if not (member.isreg() and member.size == 0):
                     raise UnsafeEntry(f"{member.name!r}: a whiteout must be an empty file")
-                if base == OPAQUE_MARKER:
+                if base == OPAQUE:
                     if not parent:
                         raise UnsafeEntry("an opaque marker for the root")
                     writer.opaque(_layer_path(parent, mounts, whole_mount_ok=False))

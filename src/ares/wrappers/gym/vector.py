@@ -148,27 +148,14 @@ class AresVectorEnv(VectorEnv[Any, Any, np.ndarray]):
             )
         sources = _sources(envs, num_envs)
         self._loop = PrivateLoop(name=f"ares-vector-{next(_ids)}")
-        built: list[AsyncAresGymEnv] = []
-
-        async def build() -> None:
-            for source in sources:
-                built.append(
-                    AsyncAresGymEnv(
-                        source,
-                        observation=observation,
-                        action=action,
-                        tokenizer=tokenizer,
-                        prompt_render=prompt_render,
-                    )
-                )
-
-        try:
-            self._loop.run(build())
-        except BaseException:
-            leftovers = [s for s in sources[len(built) :] if isinstance(s, Environment)]
-            self._loop.run(_gather({i: c.close for i, c in enumerate([*built, *leftovers])}))
-            self._loop.close()
-            raise
+        wrap = partial(
+            AsyncAresGymEnv,
+            observation=observation,
+            action=action,
+            tokenizer=tokenizer,
+            prompt_render=prompt_render,
+        )
+        built = _build_on(self._loop, sources, wrap)
         self.envs: tuple[AsyncAresGymEnv, ...] = tuple(built)
         self.num_envs = len(built)
         self.metadata, self.render_mode = metadata, render_mode
@@ -440,6 +427,27 @@ def _sources(envs: Sequence[Environment[Any, Any]] | EnvFactory, num_envs: int |
     if num_envs is not None and num_envs != len(sources):
         raise ValueError(f"num_envs={num_envs} but {len(sources)} environments were given")
     return sources
+
+
+def _build_on(
+    loop: PrivateLoop, sources: Sequence[EnvSource], wrap: Callable[[EnvSource], AsyncAresGymEnv]
+) -> list[AsyncAresGymEnv]:
+    """Wrap every source on ``loop`` (where a factory builds its environment); if one fails, close
+    what was built and the given environments not reached, then the loop, so nothing leaks."""
+    built: list[AsyncAresGymEnv] = []
+
+    async def build() -> None:
+        for source in sources:
+            built.append(wrap(source))
+
+    try:
+        loop.run(build())
+    except BaseException:
+        leftovers = [s for s in sources[len(built) :] if isinstance(s, Environment)]
+        loop.run(_gather({i: c.close for i, c in enumerate([*built, *leftovers])}))
+        loop.close()
+        raise
+    return built
 
 
 def make_vector_env(
