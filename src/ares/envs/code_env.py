@@ -3,56 +3,56 @@
 ``reset()`` starts a sandbox for a (seeded) task, starts the agent as an asyncio task and returns
 its first LLM request. ``step(response)`` hands the response to the waiting agent and returns its
 next request, or the verifier's reward once the agent is done. Sandbox lifecycle lives in
-``ares.sandbox``, reward computation in ``ares.tasks.verifier``; this module owns the episode.
+``ares.sandbox``, reward computation in ``ares.tasks.verifier``; this module owns the episode, and
+leans on its neighbours for the task draw (``task_sampler.py``), the agent's run (``agent_run.py``),
+the verdict's record (``verification.py``) and what snapshots and forks need (``forking.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import random
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Self, cast
 
 from ares import tracing
-from ares.agents.base import ActionFormat, AgentFactory, StatefulAgent
+from ares.agents.base import ActionFormat, AgentFactory
 from ares.core.closing import AsyncClosable
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import TimeStep, restart, termination, transition, truncation
 from ares.envs.agent_clock import AgentClock, TimeLimitClock
+from ares.envs.agent_run import (
+    agent_error,
+    agent_report,
+    agent_sandbox_spec,
+    agent_turn,
+    episode_error,
+    load_agent_state,
+    no_call_reason,
+    policy_client,
+    stop_agent,
+)
 from ares.envs.command_log import CommandLog, CommandRecord
 from ares.envs.context_window import ContextWindow
 from ares.envs.episode import Episode
+from ares.envs.forking import check_reissued, restore_forks, restoring_factory, snapshot_source
 from ares.envs.snapshots.model import EnvironmentSnapshot
 from ares.envs.snapshots.restoring import carry_over, snapshot_sandbox
-from ares.errors import (
-    AgentError,
-    EnvironmentStateError,
-    SandboxCrashedError,
-    SnapshotError,
-    TaskError,
-    TaskNotFoundError,
-    VerifierError,
-)
-from ares.llm.interceptor import AgentFinished, InterceptedLLMClient, LLMClient
-from ares.llm.tokens import TokenExactClient, TokenRenderer
+from ares.envs.task_sampler import TaskSampler
+from ares.envs.task_sampler import TaskSelector as TaskSelector  # re-exported: moved there
+from ares.envs.verification import record_verdict, verify_traced
+from ares.errors import AgentError, EnvironmentStateError, SnapshotError, TaskError, VerifierError
+from ares.llm.interceptor import AgentFinished, InterceptedLLMClient
+from ares.llm.tokens import TokenRenderer
 from ares.llm.types import LLMRequest, LLMResponse
-from ares.sandbox.addons import AddonLayer
-from ares.sandbox.base import IMAGE_WORKDIR, Sandbox, SandboxFactory, SandboxSpec, image_identity
-from ares.sandbox.capabilities import (
-    Capability,
-    SnapshotRestoringFactory,
-    SnapshottingSandbox,
-    require,
-    supports,
-)
+from ares.sandbox.base import IMAGE_WORKDIR, Sandbox, SandboxFactory, image_identity
+from ares.sandbox.capabilities import Capability, SnapshottingSandbox, require
 from ares.tasks.model import Task
-from ares.tasks.verifier import Verdict, verify
+from ares.tasks.verifier import Verdict
 from ares.tracing import spans
 
-TaskSelector = Task | int | str
 #: How long a cancelled agent gets to unwind before its sandbox is stopped under it.
 AGENT_STOP_GRACE_S = 5.0
 
@@ -96,12 +96,10 @@ class CodeEnvironment:
         self.step_limit = step_limit
         window = ContextWindow(context_limit) if isinstance(context_limit, int) else context_limit
         self.context_window: ContextWindow | None = window
-        self._by_id = {t.id: t for t in self.tasks}
+        self._sampler = TaskSampler(self.tasks, seed)
         self._agent_factory = agent_factory
         self._sandbox_factory = sandbox_factory
         self._closing = tuple(closing)
-        self._seed = seed
-        self._rng: random.Random | None = None  # made on first use: its state is 2.5 KiB per env
         self.episode: Episode | None = None
         self.task: Task | None = None
         self._sandbox: Sandbox | None = None
@@ -156,7 +154,7 @@ class CodeEnvironment:
             raise EnvironmentStateError("the environment is closed; create a new one")
         if self._active:
             await self._teardown(EpisodeStatus.ABANDONED)
-        chosen = self._select(task, seed)
+        chosen = self._sampler.select(task, seed, self.name)
         episode = Episode(id=secrets.token_hex(8), task_id=chosen.id, seed=seed)
         self.episode, self.task = episode, chosen
         self._active, self._time_limited = True, False
@@ -170,7 +168,7 @@ class CodeEnvironment:
                 self._to_policy(request)
                 return restart(request)
             except AgentFinished:
-                error = self._agent_error() or AgentError(_no_call_reason(self._agent_obj))
+                error = agent_error(self._agent) or AgentError(no_call_reason(self._agent_obj))
                 await self._teardown(EpisodeStatus.ERRORED, error)
                 raise AgentError(
                     f"episode {episode.id} on task {chosen.id} failed at reset: {error}"
@@ -211,7 +209,7 @@ class CodeEnvironment:
                 if not agent.done():
                     client.respond(action)
                     traced = level >= spans.FULL
-                    request = await (self._agent_turn(client) if traced else client.next_request())
+                    request = await (agent_turn(client) if traced else client.next_request())
                     if self.context_window is not None and self.context_window.overflows(request):
                         return await self._finish("context_limit")
                     if self.step_limit is None or episode.steps < self.step_limit:
@@ -240,21 +238,6 @@ class CodeEnvironment:
                     if not waiter.done():
                         waiter.set_result(None)
 
-    @staticmethod
-    async def _agent_turn(client: InterceptedLLMClient) -> LLMRequest:
-        """The agent works on the response until its next request (a span at "full": its commands
-        nest in it); the agent finishing ends the turn normally, not as an error."""
-        with tracing.span("agent.turn", cat="agent", level="full") as turn:
-            try:
-                return await client.next_request()
-            except AgentFinished as exc:
-                turn.set("agent_finished", True)
-                finished = exc
-        try:
-            raise finished
-        finally:
-            del finished  # this frame holding the exception that holds this frame: a cycle
-
     async def abort(self, error: BaseException | None = None) -> None:
         """End the active episode now: ``errored`` with ``error`` (the policy failed or timed out),
         or ``aborted`` without one. The environment stays open for the next ``reset()``."""
@@ -274,14 +257,9 @@ class CodeEnvironment:
             waiter = asyncio.get_running_loop().create_future()
             self._boundary_waiters.append(waiter)
             await waiter
-        episode, task, sandbox, agent = self.episode, self.task, self._sandbox, self._agent_obj
-        if not self._active or episode is None or task is None or sandbox is None:
-            why = "no episode was started" if episode is None else f"the episode has ended ({episode.status})"
-            raise SnapshotError(f"nothing to snapshot: {why}; snapshot between reset() and LAST")
-        if not supports(sandbox, Capability.SNAPSHOT):
-            raise SnapshotError(f"the {type(sandbox).__name__} backend cannot snapshot its filesystem")
-        if not isinstance(agent, StatefulAgent):
-            raise SnapshotError(f"the agent {type(agent).__name__} cannot save its state (no state())")
+        episode, task, sandbox, agent = snapshot_source(
+            self._active, self.episode, self.task, self._sandbox, self._agent_obj
+        )
         assert self._observation is not None
         agent_state = agent.state()
         filesystem = await require(sandbox, Capability.SNAPSHOT, SnapshottingSandbox).snapshot()
@@ -289,9 +267,9 @@ class CodeEnvironment:
         return EnvironmentSnapshot(
             task=task, seed=episode.seed, step=episode.steps, episode_id=episode.id,
             observation=self._observation, agent_state=agent_state, filesystem=filesystem,
-            rng_state=self._random().getstate(), episode=episode.to_dict(),
+            rng_state=self._sampler.random().getstate(), episode=episode.to_dict(),
             agent_time_s=self._clock.agent_time_s,
-            factory=_restoring(factory),
+            factory=restoring_factory(factory),
         )  # fmt: skip
 
     async def restore(self, snapshot: EnvironmentSnapshot) -> TimeStep[LLMRequest]:
@@ -301,21 +279,16 @@ class CodeEnvironment:
             raise EnvironmentStateError("the environment is closed; create a new one")
         if self._active:
             await self._teardown(EpisodeStatus.ABANDONED)
-        task = self._by_id.get(snapshot.task.id, snapshot.task)
+        task = self._sampler.by_id.get(snapshot.task.id, snapshot.task)
         episode = Episode(id=secrets.token_hex(8), task_id=task.id, seed=snapshot.seed)
         carry_over(episode, snapshot)
         self.episode, self.task = episode, task
         self._active, self._time_limited = True, False
         if snapshot.rng_state is not None:
-            self._random().setstate(snapshot.rng_state)
+            self._sampler.random().setstate(snapshot.rng_state)
         try:
             request = await self._start(task, resume=snapshot)
-            if request != snapshot.observation:
-                raise SnapshotError(
-                    "the restored agent asked for a different request than the snapshot's observation "
-                    f"(step {snapshot.step} of episode {snapshot.episode_id}): the agent or its templates "
-                    "changed since the snapshot was taken"
-                )
+            check_reissued(request, snapshot)
         except asyncio.CancelledError:
             await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
             raise
@@ -334,14 +307,7 @@ class CodeEnvironment:
             raise ValueError(f"fork needs n >= 1, got {n}")
         snapshot = await self.snapshot()
         forks = [self._sibling() for _ in range(n)]
-        try:
-            results = await asyncio.gather(*(f.restore(snapshot) for f in forks), return_exceptions=True)
-        finally:
-            await snapshot.discard()  # its files go with the last sandbox that stacks them
-        failed = [r for r in results if isinstance(r, BaseException)]
-        if failed:
-            await asyncio.gather(*(f.close() for f in forks), return_exceptions=True)
-            raise failed[0]
+        await restore_forks(forks, snapshot)
         return forks
 
     def _sibling(self) -> CodeEnvironment:
@@ -374,42 +340,15 @@ class CodeEnvironment:
         await self.close()
 
     # ------------------------------------------------------------------ internals
-    def _random(self) -> random.Random:
-        """The task sampler, seeded with the constructor's ``seed``."""
-        if self._rng is None:
-            self._rng = random.Random(self._seed)
-        return self._rng
-
-    def _select(self, task: TaskSelector | None, seed: int | None) -> Task:
-        if seed is not None:
-            self._random().seed(seed)
-        if task is None:  # one task: nothing to draw (the sampler is made when there is a choice)
-            return self.tasks[0] if len(self.tasks) == 1 else self._random().choice(self.tasks)
-        if isinstance(task, Task):
-            return task
-        if isinstance(task, int):
-            if not -len(self.tasks) <= task < len(self.tasks):
-                raise TaskNotFoundError(f"task index {task} is out of range (0..{len(self.tasks) - 1})")
-            return self.tasks[task]
-        if task in self._by_id:
-            return self._by_id[task]
-        examples = ", ".join(list(self._by_id)[:5])
-        raise TaskNotFoundError(f"no task with id {task!r} in {self.name} (ids look like: {examples})")
-
-    def _sandbox_spec(self, task: Task) -> SandboxSpec:
-        """The task's sandbox, with the agent's add-ons (an installed CLI) over its image."""
-        spec = task.sandbox_spec()
-        addons: tuple[AddonLayer, ...] = tuple(getattr(self._agent_factory, "addons", ()))
-        return dataclasses.replace(spec, addons=spec.addons + addons) if addons else spec
-
     async def _start(self, task: Task, resume: EnvironmentSnapshot | None = None) -> LLMRequest:
         """Start the sandbox and the agent and return the agent's first request: of a fresh episode,
         or (``resume``) of one restored from a snapshot, whose sandbox holds the snapshot's files and
         whose agent re-issues the snapshot's pending request."""
         if resume is None:
-            sandbox = self._sandbox_factory(self._sandbox_spec(task))
+            sandbox = self._sandbox_factory(agent_sandbox_spec(task, self._agent_factory))
         else:
-            sandbox = await snapshot_sandbox(self._sandbox_factory, resume, task, self._sandbox_spec(task))
+            spec = agent_sandbox_spec(task, self._agent_factory)
+            sandbox = await snapshot_sandbox(self._sandbox_factory, resume, task, spec)
         self._sandbox = sandbox
         await sandbox.start()
         if task.workdir == IMAGE_WORKDIR:  # the image's working dir, as the backend resolved it
@@ -421,9 +360,7 @@ class CodeEnvironment:
             await sandbox.upload(task.workspace, task.workdir)
         client = InterceptedLLMClient()
         self._client = client
-        llm: LLMClient = client
-        if self.token_renderer is not None:  # one per episode: it follows this agent's conversation
-            llm = TokenExactClient(client, self.token_renderer, resume=resume.observation if resume else None)
+        llm = policy_client(client, self.token_renderer, resume)
         assert self.episode is not None
         self._commands = []
         log = self._commands if self.log_commands else None
@@ -433,11 +370,7 @@ class CodeEnvironment:
             agent = self._agent_factory(sandbox=cast(Sandbox, watched), llm=llm, task=task)
             span.set("agent", type(agent).__name__)
             if resume is not None:
-                if not isinstance(agent, StatefulAgent):
-                    raise SnapshotError(
-                        f"the agent {type(agent).__name__} cannot load a state (no load_state)"
-                    )
-                agent.load_state(resume.agent_state)
+                load_agent_state(agent, resume)
             self._agent_obj = agent
             self._agent = asyncio.get_running_loop().create_task(agent.run(), name=f"ares-agent-{task.id}")
             client.watch(self._agent)
@@ -463,12 +396,6 @@ class CodeEnvironment:
             self._time_limited = True
             self._agent.cancel("agent time limit reached")
 
-    def _agent_error(self) -> BaseException | None:
-        agent = self._agent
-        if agent is None or not agent.done() or agent.cancelled():
-            return None
-        return agent.exception()
-
     async def _finish(self, limit: str | None) -> TimeStep[LLMRequest]:
         """The agent is done (or cut off): verify, record, clean up, and return LAST."""
         episode, task, sandbox = self.episode, self.task, self._sandbox
@@ -476,45 +403,25 @@ class CodeEnvironment:
         if limit is None and self._time_limited:
             limit = "time_limit"
         try:
-            await self._stop_agent()
-            error = self._agent_error()
-            if isinstance(error, SandboxCrashedError):
-                # The agent's own command took the sandbox down: its files still count, so verify
-                # them (where the backend can) and keep the crash on record instead of erroring.
-                episode.sandbox_crash, error = str(error), None
-            if error is None and self._agent is not None and self._agent.cancelled() and limit is None:
-                error = AgentError("the agent task was cancelled from outside the environment")
+            await stop_agent(self._agent, AGENT_STOP_GRACE_S)
+            error = episode_error(self._agent, episode, limit)
             if error is not None:
                 await self._teardown(EpisodeStatus.ERRORED, error)
                 return termination(0.0)
             reason = limit or getattr(self._agent_obj, "exit_status", None) or "agent_finished"
-            with (
-                tracing.span("env.verify", cat="env", task=task.id)
-                if spans.current_rank()
-                else spans.NO_SPAN as span
-            ):
-                verdict = await verify(task, sandbox)
-                span.set("reward", verdict.reward)
+            verdict = await verify_traced(task, sandbox)
         except asyncio.CancelledError:
             await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
             raise
         except Exception as exc:  # any failure to verify ends the episode as data, not a crash
             if isinstance(exc, VerifierError) and isinstance(exc.evidence, Verdict):
-                _record_verdict(episode, exc.evidence)
+                record_verdict(episode, exc.evidence)
             await self._teardown(EpisodeStatus.ERRORED, exc)
             return termination(0.0)
         episode.reward, episode.reward_terms, episode.truncation = verdict.reward, verdict.terms, limit
-        _record_verdict(episode, verdict)
+        record_verdict(episode, verdict)
         await self._teardown(EpisodeStatus.TRUNCATED if limit else EpisodeStatus.FINISHED, reason=reason)
         return truncation(verdict.reward) if limit else termination(verdict.reward)
-
-    async def _stop_agent(self) -> None:
-        """Cancel the agent and give it a moment to unwind. Its own outcome is read elsewhere; a
-        cancellation of the caller propagates (it is never mistaken for the agent's)."""
-        agent = self._agent
-        if agent is not None and not agent.done():
-            agent.cancel()
-            await asyncio.wait([agent], timeout=AGENT_STOP_GRACE_S)
 
     async def _teardown(
         self, status: EpisodeStatus, error: BaseException | None = None, *, reason: str | None = None
@@ -531,38 +438,10 @@ class CodeEnvironment:
             self._client = None
         self._observation = None
         try:
-            await self._stop_agent()
+            await stop_agent(self._agent, AGENT_STOP_GRACE_S)
         finally:
-            report = getattr(self._agent_obj, "report", None)  # e.g. an external CLI's exit and output
-            if self.episode is not None and isinstance(report, Mapping) and report:
-                self.episode.metadata["agent"] = dict(report)
+            agent_report(self.episode, self._agent_obj)
             self._agent, self._agent_obj = None, None
             sandbox, self._sandbox = self._sandbox, None
             if sandbox is not None:  # even when cancelled meanwhile: never leak a sandbox
                 await asyncio.shield(sandbox.stop())
-
-
-def _no_call_reason(agent: object) -> str:
-    """Why an agent ended before its first LLM call: an external program's exit and output, if any."""
-    report = getattr(agent, "report", None)
-    code = report.get("exit_code") if isinstance(report, Mapping) else None
-    if not isinstance(report, Mapping) or code in (None, 0):
-        return "the agent finished without a single LLM call; nothing to observe"
-    tail = str(report.get("stderr_tail") or report.get("stdout_tail") or "").strip()[-600:]
-    return f"the agent exited with code {code} before its first LLM call: {tail or '(no output)'}"
-
-
-def _record_verdict(episode: Episode, verdict: Verdict) -> None:
-    """The test run's output, files and view of the agent's filesystem, kept with the episode."""
-    if verdict.output is not None:
-        episode.verifier_stdout, episode.verifier_stderr = verdict.output.stdout, verdict.output.stderr
-    episode.verifier_mode = verdict.mode
-    episode.verifier_files = dict(verdict.files.files)
-    episode.changed_outside = verdict.outside
-
-
-def _restoring(factory: SandboxFactory) -> SnapshotRestoringFactory | None:
-    """The factory as a snapshot restorer when it declares it can restore (it exports the files)."""
-    if not supports(factory, Capability.RESTORE):
-        return None
-    return require(factory, Capability.RESTORE, SnapshotRestoringFactory)

@@ -7,29 +7,29 @@ verifier, ``fork_outputs`` starts a fresh container of the pristine image with o
 outputs carried over (``outputs.py``), and ``halt`` kills everything in a container while keeping
 its files readable.
 ``snapshot`` commits a running container and ``from_snapshot`` restores it (``snapshot.py``).
+
+This class keeps the lifecycle, snapshots, forks and every method of the sandbox protocol (tracing
+wraps a class's own methods); its bases hold the rest by concept: the container and the SDK calls on
+it (``container_calls.py``), the plumbing under ``exec`` (``commands.py``) and what a verifier fork
+carries over (``fork_carry.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import posixpath
 import secrets
 import shutil
 import socket
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
 
 import docker
-import docker.errors
 
-from ares.errors import SandboxCrashedError, SandboxError, SandboxUnavailableError
+from ares.errors import SandboxError
 from ares.images.identity import ImageIdentity
 from ares.sandbox.base import (
     IMAGE_WORKDIR,
@@ -41,33 +41,17 @@ from ares.sandbox.base import (
     SandboxSpec,
 )
 from ares.sandbox.capabilities import Capability
-from ares.sandbox.carry_bounds import CarryBudget
 from ares.sandbox.docker import janitor, loopback, transfer, verifier_fork
-from ares.sandbox.docker.carry import CarryLimits
-from ares.sandbox.docker.client import api_message, run_blocking
-from ares.sandbox.docker.containers import create_container
+from ares.sandbox.docker.client import run_blocking
+from ares.sandbox.docker.commands import KILL_MARGIN_S as KILL_MARGIN_S  # re-exported: moved there
+from ares.sandbox.docker.commands import SWEEP_TIMEOUT_S as SWEEP_TIMEOUT_S
+from ares.sandbox.docker.commands import ContainerCommands
 from ares.sandbox.docker.engine import DockerEngine, default_engine
-from ares.sandbox.docker.execution import (
-    API_ERRORS,
-    open_exec,
-    split_trailer,
-    stdin_archive,
-    sweep,
-    trusted_wrapper_argv,
-    wrapper_argv,
-)
-from ares.sandbox.docker.outputs import (
-    OutputState,
-    clear_script,
-    output_roots,
-    output_state,
-    stat_path,
-    summarize_changes,
-    within,
-)
+from ares.sandbox.docker.execution import API_ERRORS, open_exec, split_trailer
+from ares.sandbox.docker.fork_carry import ForkCarry, changed_paths, check_binds
+from ares.sandbox.docker.outputs import output_roots, output_state, stat_path, summarize_changes, within
 from ares.sandbox.docker.snapshot import (
     Change,
-    changes_as_dicts,
     changes_of,
     check_backend,
     check_snapshot_image,
@@ -76,17 +60,12 @@ from ares.sandbox.docker.snapshot import (
     merge_changes,
     release_blocking,
 )
-from ares.sandbox.docker.trusted import TRUSTED_PID1, TrustedShell, image_shell, prepare, seeded_paths
+from ares.sandbox.docker.trusted import TrustedShell, image_shell, prepare, seeded_paths
 from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.snapshots import FilesystemSnapshot
 from ares.sandbox.trusted_shell import ShellBundle
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
-
-#: After a command's own timeout, how long until the host stops waiting and kills it itself.
-KILL_MARGIN_S = 2.0
-SWEEP_TIMEOUT_S = 30.0
 FROZEN_REPOSITORY = "ares-frozen"
 
 
@@ -120,7 +99,7 @@ class BoundFork:
         return pending.outside
 
 
-class DockerSandbox(StartStopContext):
+class DockerSandbox(ForkCarry, ContainerCommands, StartStopContext):
     """A sandbox in a container. Create it, ``await start()``, ``exec`` commands, ``await stop()``."""
 
     #: ``LOOPBACK`` needs the engine on this host (``listen_loopback`` says so otherwise); snapshots
@@ -204,18 +183,7 @@ class DockerSandbox(StartStopContext):
             workdir = (inspected.get("Config") or {}).get("WorkingDir") or "/"
             self.spec = replace(self.spec, workdir=workdir)
         self._started_from = self._base or image
-        attempt = _Attempt()
-        try:
-            await run_blocking(self._create, image, attempt)
-        except asyncio.CancelledError:
-            # The create goes on in its thread. Whichever side comes second removes the container,
-            # without needing this event loop to still run.
-            with attempt.lock:
-                attempt.abandoned = True
-                orphan, self._container = self._container, None
-            if orphan is not None:
-                threading.Thread(target=self._remove_blocking, args=(orphan,), daemon=True).start()
-            raise
+        await self._create_container(image)
         assert self._container is not None
         try:
             if self._trusted is not None or self._fresh:
@@ -229,30 +197,6 @@ class DockerSandbox(StartStopContext):
         except BaseException:
             await self.stop()
             raise
-
-    def _create(self, image: str, attempt: _Attempt) -> None:
-        """Create the container (not started), hand it to the janitor and to this sandbox. Blocking."""
-        assert self._client is not None
-        if self._trusted is None:
-            container = create_container(self._client, self._engine, self.spec, image, binds=self._binds)
-        else:
-            shell = self._trusted.argv("-p", "-c")  # -p: nothing from $BASH_ENV, SHELLOPTS...
-            container = create_container(self._client, self._engine, self.spec, image, shell, TRUSTED_PID1)
-        with attempt.lock:
-            if not attempt.abandoned:
-                self._container = container
-                return
-        self._remove_blocking(container)
-
-    def _remove_blocking(self, container: str) -> None:
-        assert self._client is not None
-        with contextlib.suppress(docker.errors.NotFound):
-            try:
-                self._client.api.remove_container(container, force=True, v=True)
-            except API_ERRORS as exc:  # the janitor retries at exit
-                log.warning("could not remove sandbox container %s: %s", container[:12], api_message(exc))
-                return
-        janitor.untrack_container(container)
 
     async def stop(self) -> None:
         """Remove the container with everything running in it (and a fork's image). Safe twice."""
@@ -271,13 +215,7 @@ class DockerSandbox(StartStopContext):
             await asyncio.to_thread(shutil.rmtree, host, ignore_errors=True)
         if self._owns_image and self._image is not None and self._client is not None:
             image, self._image = self._image, None
-            with contextlib.suppress(docker.errors.NotFound):
-                try:
-                    await run_blocking(self._client.api.remove_image, image, force=True)
-                except API_ERRORS as exc:
-                    log.warning("could not remove temporary image %s: %s", image[:19], api_message(exc))
-                else:
-                    janitor.untrack_image(image)
+            await self._remove_owned_image(image)
 
     async def listen_loopback(self, port: int = 0) -> socket.socket:
         """A host-owned TCP socket listening on 127.0.0.1:``port`` in the container's network namespace
@@ -310,15 +248,6 @@ class DockerSandbox(StartStopContext):
             "inspect the snapshot", make_snapshot, api, image=image, base=self._started_from, changes=changes,
             why=why,
         )  # fmt: skip
-
-    def _pristine_changes(self, diff: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-        """The engine's diff of this container, against the pristine image (see from_snapshot)."""
-        if self._base is None:
-            return diff
-        if self._inherited is None:
-            log.warning("the snapshot of this sandbox has no list of changes; summarizing only later ones")
-            return diff
-        return changes_as_dicts(merge_changes(self._inherited, diff))
 
     async def fork_frozen(self) -> DockerSandbox:
         """Kill every process here and return a new, unstarted sandbox of this container's filesystem.
@@ -382,8 +311,7 @@ class DockerSandbox(StartStopContext):
             baseline = await fork._api("read the fork's changes", api.diff, fork._container)
             if outputs is not None:
                 states = {p: output_state(s) for p, s in stats.items()}
-                changed = None if changes is None else {posixpath.normpath(str(c["Path"])) for c in changes}
-                await fork._carry(container, states, self.host_dir("outputs-carry"), changed)
+                await fork._carry(container, states, self.host_dir("outputs-carry"), changed_paths(changes))
         except BaseException:
             await fork.stop()
             raise
@@ -391,31 +319,6 @@ class DockerSandbox(StartStopContext):
         ours = seeded_paths(shell, fork._fresh)
         baseline = [c for c in baseline or () if not any(within(str(c["Path"]), p) for p in ours)]
         return VerifierFork(fork, summarize_changes(changes, kept, baseline=baseline), shell)
-
-    async def _carry(
-        self, source: str, states: Mapping[str, OutputState], scratch: Path, changed: Collection[str] | None
-    ) -> None:
-        """Replace each output path here by the stopped container ``source``'s version, spooled on
-        the host under the carry bounds first (``OutputRefusedError`` past one: a flooded, huge or
-        sparse output is refused by its tar headers before the fork sees a byte of it)."""
-        limits, budget = CarryLimits(), CarryBudget()
-        script = clear_script(states)
-        if script is not None:
-            cleared = await self.exec(script, cwd="/", timeout_s=120)
-            if not cleared.ok:
-                raise SandboxError(
-                    f"could not clear the outputs in the verifier's sandbox: {cleared.stderr.strip()}"
-                )
-        assert self._client is not None and self._container is not None
-        api = self._client.api
-        for index, (path, state) in enumerate(states.items()):
-            if state == "carry":
-                spool = scratch / f"output-{index}.tar"
-                read = verifier_fork.spool_archive
-                await self._api(f"read {path}", read, api, source, path, spool, limits, changed, budget)
-                into = posixpath.dirname(path)
-                await self._api(f"carry {path}", verifier_fork.put_file, api, self._container, spool, into)
-                await asyncio.to_thread(spool.unlink)
 
     async def fork_verifier(
         self,
@@ -441,42 +344,13 @@ class DockerSandbox(StartStopContext):
                 "a docker verifier fork with host binds carries outputs only; use fork_outputs(None) "
                 "for full mode"
             )
-        if binds and not self._engine.base_url.startswith("unix://"):
-            raise SandboxUnavailableError(
-                "host binds need the Docker engine on this host (a unix:// socket), not "
-                f"{self._engine.base_url}"
-            )
-        for bind in binds:
-            if ":" in str(bind.source) or ":" in bind.target:
-                raise SandboxError(f"a bind path may not contain ':': {bind.source} -> {bind.target}")
+        check_binds(binds, self._engine.base_url)
         container = await self._halt()
         assert self._client is not None and self._started_from is not None
-        api = self._client.api
-        try:
-            changes = self._pristine_changes(await run_blocking(api.diff, container))
-        except API_ERRORS as exc:  # Podman's diff fails on some type changes; the summary says so
-            log.warning("the engine could not list the sandbox's changes: %s", api_message(exc))
-            changes = None
-        scratch = self.host_dir("verifier-carry")
-        pending = verifier_fork.PendingCarry([], drop, scratch, changes)
-        changed = None if changes is None else {posixpath.normpath(str(c["Path"])) for c in changes}
-        for index, root in enumerate(output_roots(outputs)):
-            spool = scratch / f"agent-{index}.tar"
-            output = await self._api(
-                f"read {root}", verifier_fork.spool_outputs, api, container, root, spool, pending.limits,
-                changed, pending.budget,
-            )  # fmt: skip
-            pending.outputs.append(output)
+        pending = await self._spool_outputs(container, outputs, drop, await self._listed_changes(container))
         fork = DockerSandbox(replace(self.spec, network=False), engine=self._engine, image=self._started_from)
         fork._binds, fork._pending = tuple(binds), pending
         return BoundFork(fork)
-
-    async def _carry_in(self, pending: verifier_fork.PendingCarry) -> None:
-        assert self._client is not None and self._container is not None
-        api = self._client.api
-        baseline = await self._api("read the fork's changes", api.diff, self._container)
-        await verifier_fork.carry_in(pending, api, self._container, self._api, self.exec, asyncio.to_thread)
-        pending.outside = verifier_fork.outside_summary(pending, baseline)
 
     def host_dir(self, name: str) -> Path:
         """A new empty host dir that lives (and is deleted) with this sandbox: a bind source for a
@@ -497,50 +371,6 @@ class DockerSandbox(StartStopContext):
         ``read_file``; ``exec`` and ``upload`` refuse from now on. The verifier calls it once the
         tests are done, so nothing they started can still write the reward it reads."""
         await self._halt()
-
-    async def _halt(self) -> str:
-        container = self._require_container()
-        if not self._frozen:
-            assert self._client is not None
-            self._frozen = True
-            await self._api("stop the sandbox container", self._client.api.stop, container, timeout=0)
-        return container
-
-    def _require_container(self) -> str:
-        """The container, running or halted (its files can still be read)."""
-        if self._container is None:
-            raise SandboxError(self._gone or "the sandbox is not running; call start() first")
-        return self._container
-
-    def _require_running(self) -> str:
-        if self._container is None:
-            raise SandboxError(self._gone or "the sandbox is not running; call start() first")
-        if self._frozen:
-            raise SandboxError(
-                "the sandbox was halted (halt, fork_frozen, fork_outputs); its processes are gone"
-            )
-        return self._container
-
-    async def _api(self, what: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Call the SDK off the loop; a vanished container or engine becomes SandboxCrashedError."""
-        try:
-            return await run_blocking(fn, *args, **kwargs)
-        except docker.errors.NotFound as exc:
-            raise await self._crash(f"cannot {what}: the container is gone ({api_message(exc)})") from exc
-        except docker.errors.APIError as exc:
-            if exc.status_code == 409:  # "container is not running" / "is paused"
-                raise await self._crash(f"cannot {what}: {api_message(exc)}") from exc
-            raise SandboxError(f"cannot {what}: {api_message(exc)}") from exc
-        except API_ERRORS as exc:
-            raise await self._crash(f"cannot {what}: lost the Docker engine ({exc})") from exc
-
-    async def _crash(self, reason: str) -> SandboxCrashedError:
-        """Record why the sandbox died, remove what is left of it, and return the error to raise."""
-        self._gone = reason
-        with contextlib.suppress(SandboxError):
-            await self.stop()
-        self._gone = reason
-        return SandboxCrashedError(reason)
 
     # ------------------------------------------------------------------ commands
     async def exec(
@@ -565,31 +395,13 @@ class DockerSandbox(StartStopContext):
             raise SandboxError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
         token = secrets.token_hex(8)
         workdir = cwd or self.spec.workdir
-        if argv is not None:
-            if self._trusted is None:
-                raise SandboxError("exec(argv=...) needs a verifier fork with a trusted shell")
-            if stdin is not None or not argv or not argv[0].startswith("/"):
-                raise SandboxError("exec(argv=...) takes an absolute program path first and no stdin")
-            shell = self._trusted.argv()
-            wrapped = trusted_wrapper_argv(shell, token, self._trusted.scratch, workdir, timeout_s, argv)
-        else:
-            if stdin is not None:
-                await self._put_stdin(container, token, stdin)
-            wrapped = wrapper_argv(token, workdir, timeout_s, cmd)
+        wrapped = await self._wrapped_command(container, token, cmd, workdir, timeout_s, stdin, argv)
         started = time.monotonic()
         assert self._client is not None
         api = self._client.api
         stream, exec_id = await self._api("run a command", open_exec, api, container, wrapped, env)
         try:
-            deadline = None if timeout_s is None else started + timeout_s + KILL_MARGIN_S
-            if not await run_blocking(stream.read_until, deadline):
-                await self._sweep(container, token)  # the in-container timeout did not do it
-                grace = self._engine.config.exec_grace_s
-                if not await run_blocking(stream.read_until, time.monotonic() + grace):
-                    raise await self._crash(
-                        f"a command outlived its {timeout_s:g}s timeout and could not be killed; the "
-                        f"sandbox was removed. Command: {cmd[:200]!r}"
-                    )
+            await self._wait_or_kill(stream, container, token, cmd, timeout_s, started)
         finally:
             stream.abort()
             stream.close()
@@ -612,30 +424,6 @@ class DockerSandbox(StartStopContext):
             limit_hit="memory" if oom_kills > 0 else "pids" if fork_refusals > 0 else None,
         )
 
-    async def _exit_code_without_trailer(self, exec_id: str, cmd: str) -> int:
-        """The wrapper itself died: find out whether the whole container went with it."""
-        if self._container is None or self._client is None:  # a concurrent call found it dead
-            raise SandboxCrashedError(self._gone or "the sandbox was stopped while a command ran")
-        info = await self._api("inspect the sandbox", self._client.api.inspect_container, self._container)
-        state = info["State"]
-        if not state.get("Running"):
-            why = " (OOM-killed: the memory limit is too small)" if state.get("OOMKilled") else ""
-            raise await self._crash(f"the sandbox container died{why} while running {cmd[:200]!r}")
-        status = await self._api("inspect a command", self._client.api.exec_inspect, exec_id)
-        code = status.get("ExitCode")
-        return int(code) if code is not None else -1
-
-    async def _sweep(self, container: str, token: str) -> None:
-        """Kill every process still carrying this command's token (see ``execution.sweep``)."""
-        assert self._client is not None
-        trusted = None if self._trusted is None else self._trusted.argv()
-        await sweep(self._client.api, container, token, trusted, SWEEP_TIMEOUT_S)
-
-    async def _put_stdin(self, container: str, token: str, data: bytes) -> None:
-        assert self._client is not None
-        directory, archive = await asyncio.to_thread(stdin_archive, token, data)
-        await self._api("pass stdin", self._client.api.put_archive, container, directory, archive)
-
     # ------------------------------------------------------------------ files
     async def upload(self, src: Path | FileMap, dest: str) -> None:
         container = self._require_running()
@@ -651,19 +439,6 @@ class DockerSandbox(StartStopContext):
     async def archive(self, path: str) -> bytes:
         """The archive API's tar of ``path``, unextracted (the verifier reads its logs from it)."""
         return (await self._get_archive(path, "archive"))[0]
-
-    async def _get_archive(self, path: str, what: str) -> tuple[bytes, str]:
-        container = self._require_container()  # the archive API works on a halted container too
-        assert self._client is not None
-        return await transfer.get_archive(self._client.api, container, path, what)
-
-
-class _Attempt:
-    """One start's handshake with its create thread, so a cancelled start leaves no container."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.abandoned = False
 
 
 def engine_identity(spec: ImageSpec, image: str) -> ImageIdentity:

@@ -7,7 +7,9 @@ is the invoking user. Commands are sent over a SOCK_SEQPACKET socket with a per-
 passed along, so concurrent ``exec`` calls never share a stream. Killing pid 1 tears the whole sandbox
 down: every process in its pid namespace dies and its mounts vanish with its mount namespace.
 
-This module is the lifecycle and the commands; the rest lives by concept: the wire protocol
+This module is the lifecycle, the forks and the commands (tracing wraps only a class's own methods);
+two bases of the class hold the init's launch, control and death (``init_control.py``) and the
+snapshot methods (``sandbox_snapshots.py``). The rest lives by concept: the wire protocol
 (``channel.py``), the start-up dialogue (``startup.py``), inits waiting in their cgroups
 (``prelaunch.py``), the states and who may change them
 (``state.py``), the image and snapshot layers (``stack.py``, ``snapshot.py``, ``archive.py``),
@@ -18,10 +20,7 @@ verifier forks (``forks.py``), the trusted-shell cache (``shells.py``), the buil
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,15 +42,11 @@ from ares.sandbox.base import (
 from ares.sandbox.capabilities import Capability
 from ares.sandbox.lifecycle import StartStopContext
 from ares.sandbox.local import (
-    archive,
     commit,
-    diff,
     forks,
     janitor,
     limits,
-    loopback,
     prelaunch,
-    seccomp,
     shells,
     startup,
     transfer,
@@ -62,9 +57,9 @@ from ares.sandbox.local import (
 from ares.sandbox.local import snapshot as local_snapshot
 from ares.sandbox.local.channel import ExecRequest, InitChannel, Reply
 from ares.sandbox.local.limits import LimitMode, LimitsReport, SandboxLimits
+from ares.sandbox.local.sandbox_snapshots import LocalSnapshots
 from ares.sandbox.local.stack import LayerStack, addon_program_mib, resolve_image
 from ares.sandbox.local.state import SandboxState
-from ares.sandbox.snapshots import FilesystemSnapshot
 
 if TYPE_CHECKING:
     from ares.sandbox.local.network import UserNetwork
@@ -89,7 +84,7 @@ class VerifierFork:
     outside: DiffSummary
 
 
-class LocalSandbox(StartStopContext):
+class LocalSandbox(LocalSnapshots, StartStopContext):
     """A sandbox on this machine. Create it, ``await start()``, ``exec`` commands, ``await stop()``."""
 
     #: The class is its own factory, so it declares ``RESTORE`` (classmethods) beside its sandboxes'.
@@ -233,20 +228,6 @@ class LocalSandbox(StartStopContext):
                 raise SandboxError(f"the sandbox did not start within {START_TIMEOUT_S:.0f}s") from exc
             raise
 
-    async def _seccomp_program(self) -> bytes | None:
-        program = seccomp.cached(self.spec.seccomp)
-        if program is ...:
-            program = await asyncio.to_thread(seccomp.compile_filter, self.spec.seccomp)
-        return program
-
-    def _prepare_upper(self) -> None:
-        """The workdir and bind targets as real dirs of the (empty) upper, so no component of their
-        paths is a symlink the diff below planted."""
-        assert self._dir is not None
-        for path in (self.spec.workdir, *(b.target for b in self._binds)):
-            mount, rel = diff.mount_of(path, self.plan.mounts)
-            (self._dir / "upper" / mount.key / rel).mkdir(parents=True, exist_ok=True)
-
     async def _restart(self) -> None:
         """A fresh init on ``self.plan`` in this sandbox's dir, limits, ids and network, after a
         snapshot replaced the upper dirs (the processes are dead)."""
@@ -259,71 +240,6 @@ class LocalSandbox(StartStopContext):
             if isinstance(exc, Exception):
                 raise SandboxCrashedError(self._state.why_not_running()) from exc
             raise
-
-    async def _launch(self, program: bytes | None, waiting: prelaunch.Prelaunched | None = None) -> None:
-        """Start an init (or adopt the pre-launched ``waiting``) and configure it."""
-        assert self._dir is not None
-        self._close_init_log()  # a pre-launched init's, when restarting after a snapshot
-        if waiting is None:
-            # Forked by this process's zygote (or spawned directly when it cannot be used).
-            self._init_log = self._dir / "init.log"
-            sock, self._proc = await zygote.start_init(self._init_log)
-        else:
-            sock, self._proc, self._init_log = waiting.sock, waiting.proc, waiting.log
-            self._init_log_fd = waiting.log_fd
-        self._ctl = InitChannel(sock)
-        self._state.launched()
-        self._pids = [self._proc.pid]
-        janitor.register(str(id(self)), self._pids, self._dir, self._release_limits)
-        # Moving a process into a v1 cgroup waits for an RCU grace period (~10 ms): done while the
-        # interpreter starts and mounts; the init forks pid 1 only after "limited", so every process
-        # of the sandbox is inside.
-        attached = asyncio.ensure_future(asyncio.to_thread(self._attach_cgroups, self._proc.pid))
-        try:
-            await self._configure(program, attached)
-        finally:
-            if not attached.done():
-                attached.cancel()
-                with contextlib.suppress(BaseException):
-                    await attached
-
-    async def _configure(self, program: bytes | None, attached: asyncio.Future[None]) -> None:
-        """The start-up dialogue with the init (see _init.py's protocol and startup.py)."""
-        assert self._dir is not None and self._proc is not None and self._ctl is not None
-        assert self._init_log is not None
-        dialogue = startup.InitDialogue(self._ctl, self._send, self._init_log)
-        config = startup.InitConfig(
-            self._dir,
-            self.plan,
-            self.spec.hostname,
-            idmapped=self._ids is not None,
-            seccomp=program,
-            binds=self._binds,
-            remove=self._remove_files,
-        )
-        fds = await dialogue.unshare(config, self._proc.pid, self._ids)
-        try:
-            resolv = await self._attach_network(self._proc.pid)
-            await dialogue.send_fds(fds)
-        finally:
-            for fd in fds:
-                os.close(fd)
-        await dialogue.mapped(resolv)
-        await attached
-        self._shell = await dialogue.limited(self._pids)
-
-    async def _attach_network(self, pid: int) -> str | None:
-        """The user-mode network, if the spec wants one; returns its resolver config."""
-        if not self.spec.network:
-            return None
-        from ares.sandbox.local import network  # pasta/slirp4netns only for sandboxes that want it
-
-        self._network = await network.attach(pid)
-        return self._network.resolv_conf
-
-    def _attach_cgroups(self, pid: int) -> None:
-        if self._limits is not None:
-            self._limits.attach(pid)
 
     async def stop(self) -> None:
         """Kill every process of the sandbox and delete its files. Safe to call twice."""
@@ -339,20 +255,6 @@ class LocalSandbox(StartStopContext):
         held = self._stack.reset()  # a later start() begins from the image (or its snapshot)
         if held:
             await asyncio.to_thread(local_snapshot.release, held, self._stack.owner)
-
-    def _close_init_log(self) -> None:
-        fd, self._init_log_fd = self._init_log_fd, None
-        if fd is not None:
-            os.close(fd)
-
-    def _release_limits(self) -> None:
-        """Undo what outlives the processes: cgroups, the disk tmpfs, the id range."""
-        sandbox_limits, self._limits = self._limits, None
-        if sandbox_limits is not None:
-            sandbox_limits.release()
-        ids, self._ids = self._ids, None
-        if ids is not None:
-            ids.release()
 
     async def fork_frozen(self) -> LocalSandbox:
         """Kill every process here and return a new, unstarted sandbox of this image plus this diff.
@@ -438,70 +340,6 @@ class LocalSandbox(StartStopContext):
         await asyncio.to_thread(commit.move_diff, upper, self._stack.layers, mounts, dest)
         await self.stop()
 
-    # ------------------------------------------------------------------ snapshots
-    async def snapshot(self) -> FilesystemSnapshot:
-        """Freeze what this sandbox changed so far as a read-only layer and go on on top of it.
-
-        The upper dirs are moved (no copy) into a snapshot layer and the sandbox restarts on the
-        image plus its layers with empty upper dirs, so ``diff_dir`` then holds only later changes.
-        Every process is killed first: background processes the agent left running are not carried
-        over, and no command may be in flight (SandboxError). The object, its spec, limits, network
-        and binds stay as they were.
-        """
-        if self._dir is None or self._stack.image is None:
-            raise SandboxError("the sandbox has not been started")
-        local_snapshot.check_room(self._stack)
-        with self._state.taking_snapshot():
-            await self._kill_processes()
-            return await local_snapshot.take(self._stack, self._dir, self._restart)
-
-    @classmethod
-    def from_snapshot(cls, snapshot: FilesystemSnapshot, spec: SandboxSpec) -> LocalSandbox:
-        """A new, unstarted sandbox of ``spec`` whose files are its image plus ``snapshot``'s layers
-        (stacked, not copied: call it n times to fork n sandboxes). ``start()`` refuses a snapshot
-        of another image; a snapshot whose layers this process does not hold is refused here."""
-        local_snapshot.check_restorable(snapshot)
-        sandbox = cls(spec)
-        sandbox._stack.restore = snapshot
-        return sandbox
-
-    @classmethod
-    async def export_snapshot(cls, snapshot: FilesystemSnapshot, path: Path) -> None:
-        """Write ``snapshot``'s diff to the dir ``path`` as ``manifest.json`` + ``diff.tar.gz``."""
-        await archive.export_snapshot(snapshot, path)
-
-    @classmethod
-    async def import_snapshot(cls, path: Path, spec: SandboxSpec) -> FilesystemSnapshot:
-        """Unpack an exported snapshot of ``spec``'s image into a new layer of this process."""
-        return await archive.import_snapshot(path, spec)
-
-    @classmethod
-    async def discard_snapshot(cls, snapshot: FilesystemSnapshot) -> None:
-        """Free ``snapshot``'s layers once no sandbox stacks them (and no later snapshot names them)."""
-        await asyncio.to_thread(local_snapshot.discard, snapshot)
-
-    async def _kill_processes(self) -> None:
-        """Kill pid 1 (its namespace dies with it) and let its parent reap it, then reap the parent."""
-        ctl, self._ctl = self._ctl, None
-        self._state.halting()
-        if ctl is not None:
-            ctl.close()
-        victims = self._pids[:1] if len(self._pids) > 1 else self._pids
-        for pid in victims:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            await proc.finish(5.0)
-        user_network, self._network = self._network, None
-        if user_network is not None:
-            await user_network.stop()
-        self._state.halted()
-
-    def _init_alive(self) -> bool:
-        """Whether pid 1 still holds its end of the control socket (it closes when pid 1 dies)."""
-        return self._ctl is not None and self._ctl.alive()
-
     # ------------------------------------------------------------------ commands
     async def exec(
         self,
@@ -583,46 +421,6 @@ class LocalSandbox(StartStopContext):
         if reply.error is not None:
             raise SandboxError(f"the sandbox could not run {cmd[:200]!r}: {reply.error}")
         return reply
-
-    async def _mark_crashed(self, reason: str) -> None:
-        """The sandbox died or stopped answering: kill what is left but keep its files, so the
-        episode can still verify what the agent did (``fork_frozen``) before ``stop()``."""
-        self._state.crash(reason)
-        await self._kill_processes()
-
-    async def _send(self, data: bytes, fds: Sequence[int] = ()) -> None:
-        if self._ctl is None:
-            raise SandboxError(self._state.why_not_running("the sandbox is not running"))
-        try:
-            await self._ctl.send(data, fds)
-        except (BrokenPipeError, ConnectionResetError) as exc:
-            await self._mark_crashed("the sandbox init process is gone")
-            raise SandboxCrashedError(self._state.why_not_running()) from exc
-
-    # ------------------------------------------------------------------ host services
-    async def listen_loopback(self, port: int = 0) -> socket.socket:
-        """A host-owned TCP socket listening on 127.0.0.1:``port`` in this sandbox's network namespace
-        (see ``LoopbackListener`` and ``loopback.py``). A snapshot restarts the sandbox's namespaces:
-        listen again after one."""
-        loopback.check_port(port)
-        if self._state.snapshotting:
-            raise SandboxError(
-                "cannot listen: the sandbox is being snapshotted; listen after snapshot() returns"
-            )
-        if not self._state.running or self._proc is None:
-            raise SandboxError(f"cannot listen: {self._state.why_not_running()}")
-        # The outer init shares pid 1's namespaces and, unlike pid 1, stays dumpable when ARES is
-        # unprivileged. It outlives pid 1, whose control socket is still open after the open: so
-        # the pid named the init, not a recycled pid.
-        net = loopback.open_net_namespace(self._proc.pid)
-        try:
-            if not self._init_alive():
-                raise SandboxError(
-                    f"cannot listen: {self._state.why_not_running('the sandbox init is gone')}"
-                )
-            return await loopback.listen_in(net, port)
-        finally:
-            os.close(net)
 
     # ------------------------------------------------------------------ files
     async def upload(self, src: Path | FileMap, dest: str) -> None:
