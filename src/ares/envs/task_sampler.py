@@ -10,6 +10,7 @@ import random
 
 from ares.errors import TaskNotFoundError
 from ares.tasks.model import Task
+from ares.tasks.selection import by_index
 
 TaskSelector = Task | int | str
 
@@ -38,9 +39,7 @@ class TaskSampler:
         if isinstance(task, Task):
             return task
         if isinstance(task, int):
-            if not -len(self.tasks) <= task < len(self.tasks):
-                raise TaskNotFoundError(f"task index {task} is out of range (0..{len(self.tasks) - 1})")
-            return self.tasks[task]
+            return by_index(self.tasks, task)  # the same rule and message as every selection
         if task in self.by_id:
             return self.by_id[task]
         examples = ", ".join(list(self.by_id)[:5])
