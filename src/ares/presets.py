@@ -248,12 +248,11 @@ def make(
     agents compact: when the next request would pass it, the agent asks the policy for a summary
     and continues from the task and that summary (``ares.agents.context``). None (default): never.
 
-    ``token_renderer`` (the policy model's template and tokenizer, e.g. the local policy factory's
-    ``token_renderer()``) makes observations token exact: prompt ids extend the previous prompt +
-    completion ids (see ``ares.llm.tokens``).
+    ``token_renderer`` (the policy model's template and tokenizer) makes observations token exact:
+    prompt ids extend the previous prompt + completion ids (``ares.llm.tokens``).
 
     ``verifier_mode`` overrides every task's (``outputs``, ``full``, or ``in-place``: the tests in the
-    agent's own sandbox, which a backend that cannot fork needs and which nothing else ever falls back to).
+    agent's own sandbox, for a backend that cannot fork; nothing falls back to it).
 
     ``warm_pool=N`` keeps N started sandboxes per task spec ready for this environment, so ``reset()``
     does not wait for a sandbox start; the environment closes the pool. To share one pool between
@@ -263,27 +262,27 @@ def make(
         raise ValueError(f"warm_pool must be >= 0, got {warm_pool}")
     require_preset_extras(preset, own_agent=agent is None)  # all of them in one message
     agent_factory = preset_agent(preset, agent, context_budget)
+    selected = tasks is not None or shard is not None or verifier_mode is not None
     if task_list is None:
         chosen = load_tasks(preset, tasks=tasks, shard=shard, verifier_mode=verifier_mode, **options)
-    elif tasks is not None or shard is not None or verifier_mode is not None or options:
+    else:
+        chosen = _loaded(task_list, selected, options)
+    pool = WarmPool(sandbox_factory, size=warm_pool) if warm_pool else None
+    return CodeEnvironment(
+        chosen, agent_factory=agent_factory, sandbox_factory=pool or sandbox_factory, step_limit=step_limit,
+        context_limit=context_limit, seed=seed, name=preset, closing=(pool,) if pool else (),
+        token_renderer=token_renderer,
+    )  # fmt: skip
+
+
+def _loaded(task_list: Sequence[Task], selected: bool, options: dict[str, Any]) -> list[Task]:
+    """``make``'s ``task_list``, which must come alone: its selection belonged to ``load_tasks``."""
+    if selected or options:
         raise UnknownPresetError(
             "make(task_list=...) takes tasks already loaded and selected: give the selection, the "
             "verifier mode and the preset's options to load_tasks() instead"
         )
-    else:
-        chosen = list(task_list)
-    pool = WarmPool(sandbox_factory, size=warm_pool) if warm_pool else None
-    return CodeEnvironment(
-        chosen,
-        agent_factory=agent_factory,
-        sandbox_factory=pool or sandbox_factory,
-        step_limit=step_limit,
-        context_limit=context_limit,
-        seed=seed,
-        name=preset,
-        closing=(pool,) if pool else (),
-        token_renderer=token_renderer,
-    )
+    return list(task_list)
 
 
 def load_tasks(
