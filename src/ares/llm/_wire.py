@@ -9,13 +9,11 @@ Private to ``ares.llm``: the dialect modules are the public face.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from functools import partial
-from typing import Any, cast
-
-from ares.llm.types import LLMRequest
+from typing import Any, TypeVar, cast
 
 Json = dict[str, Any]
+T = TypeVar("T")
 Parsers = Mapping[str, Callable[[Any], Any]]
 
 #: ARES extension keys every dialect shares (documented in each dialect module).
@@ -67,6 +65,13 @@ opt_int = partial(check, what="an integer", null=True)
 opt_num = partial(check, what="a number", null=True)
 
 
+def member(v: object, where: str, allowed: frozenset[str]) -> str:
+    """``v`` if it is one of ``allowed`` (a role...)."""
+    if v not in allowed:
+        raise Bad(f"{where} must be one of {sorted(allowed)}, got {v!r}")
+    return cast(str, v)
+
+
 def opt_id(v: object, where: str = "id") -> str | None:
     """An id or model name; ``""`` (how a missing one is written) reads as None."""
     return opt_str(v, where) or None
@@ -90,6 +95,11 @@ opt_strs = cast(Callable[..., tuple[str, ...] | None], partial(_opt_array, "a st
 def objects(v: object, where: str) -> tuple[Json, ...]:
     """An array of objects, each copied."""
     return tuple(dict(obj(x, f"{where}[{i}]")) for i, x in enumerate(seq(v, where)))
+
+
+def each(read: Callable[[Json, str], T], v: object, where: str) -> tuple[T, ...]:
+    """``read`` applied to each object of an optional array (a copy), with the object's path."""
+    return tuple(read(x, f"{where}[{i}]") for i, x in enumerate(() if v is None else objects(v, where)))
 
 
 def listed(v: Sequence[Any] | None) -> list[Any] | None:
@@ -136,7 +146,7 @@ def _parses_equal(parse: Callable[[Any], Any], wire: object, rendered: object) -
         return False
 
 
-# --- pieces every dialect's request shares ----------------------------------------------------
+# --- shapes more than one dialect reads (the fields all read alike: codec_core) ---------------
 
 
 def opt_obj(v: object, where: str = METADATA_KEY) -> Mapping[str, Any]:
@@ -157,9 +167,3 @@ def typed_tool_wire(t: Mapping[str, Any]) -> Json | None:
     kind = t.get("type")
     body = t.get(kind) if isinstance(kind, str) and kind != "type" and set(t) == {"type", kind} else None
     return {"type": kind, **body} if isinstance(body, Mapping) and "type" not in body else None
-
-
-def with_rest(req: LLMRequest, rest: Mapping[str, Any], sampling_keys: frozenset[str]) -> LLMRequest:
-    """``req`` with the unmodelled top-level keys ``rest`` kept: sampling ones in ``sampling.extra``."""
-    sampling = replace(req.sampling, extra={k: v for k, v in rest.items() if k in sampling_keys})
-    return replace(req, sampling=sampling, extra={k: v for k, v in rest.items() if k not in sampling_keys})

@@ -57,43 +57,36 @@ from dataclasses import replace
 from typing import Any
 
 from ares.errors import LLMError, MalformedResponseError
+from ares.llm import codec_core as core
+from ares.llm._wire import COST_KEY as COST_KEY  # re-exported: the extension keys are part of this API
+from ares.llm._wire import METADATA_KEY as METADATA_KEY
+from ares.llm._wire import PROMPT_TOKEN_IDS_KEY as PROMPT_TOKEN_IDS_KEY
 from ares.llm._wire import (
-    COST_KEY,
-    METADATA_KEY,
-    PROMPT_TOKEN_IDS_KEY,
     Bad,
     Json,
     check,
+    each,
     flag,
-    listed,
     merge,
     obj,
     objects,
-    opt_id,
     opt_int,
-    opt_ints,
-    opt_num,
-    opt_nums,
-    opt_obj,
     opt_str,
-    opt_strs,
     own,
     residual,
     seq,
     some,
     typed_tool,
     typed_tool_wire,
-    with_rest,
 )
 from ares.llm._wire import strip_extensions as strip_extensions  # re-exported: part of this API
-from ares.llm.types import LLMRequest, LLMResponse, Message, SamplingParams, ToolCall, Usage
+from ares.llm.codec_core import FINISH_REASON_KEY, REASONING_KEY
+from ares.llm.codec_core import LOGPROBS_KEY as LOGPROBS_KEY
+from ares.llm.codec_core import TOKEN_IDS_KEY as TOKEN_IDS_KEY
+from ares.llm.types import LLMRequest, LLMResponse, Message, Role, ToolCall, Usage
 
-REASONING_KEY = "ares_reasoning"
 TURN_KEY = "ares_turn"
 NEW_TURN_KEY = "ares_new_turn"
-TOKEN_IDS_KEY = "ares_token_ids"
-LOGPROBS_KEY = "ares_logprobs"
-FINISH_REASON_KEY = "ares_finish_reason"
 NO_USAGE_KEY = "ares_no_usage"
 _RESERVED = frozenset({REASONING_KEY, TURN_KEY, NEW_TURN_KEY})
 
@@ -101,6 +94,7 @@ _RESERVED = frozenset({REASONING_KEY, TURN_KEY, NEW_TURN_KEY})
 SAMPLING_KEYS = frozenset(
     {"temperature", "top_p", "max_tokens", "stop_sequences", "seed", "top_k", "thinking"}
 )
+_KEYS = core.RequestKeys(SAMPLING_KEYS, stop="stop_sequences")
 _THINKING = frozenset({"thinking", "redacted_thinking"})
 SYSTEM_SEPARATOR = "\n\n"
 
@@ -132,7 +126,7 @@ def _system(v: object, where: str = "system") -> str | None:
 
 
 def _tools(v: object, where: str = "tools") -> tuple[Mapping[str, Any], ...]:
-    return tuple(_tool(t, f"{where}[{i}]") for i, t in enumerate(() if v is None else objects(v, where)))
+    return each(_tool, v, where)
 
 
 def _tool(t: Json, where: str) -> Mapping[str, Any]:
@@ -233,9 +227,20 @@ def _assistant(m: Mapping[str, Any], where: str) -> Message:
     return replace(msg, extra={**msg.extra, **residual(m, _assistant_fields(msg, where))})
 
 
-def _user_fields(m: Message) -> Json:
+def _turn_fields(m: Message) -> Json:
+    """A user or system message with ``m``'s content, verbatim."""
     content = _blocks_wire(m.content)
-    return some({"role": "user", "content": content, "name": m.name, "tool_call_id": m.tool_call_id})
+    return some({"role": m.role, "content": content, "name": m.name, "tool_call_id": m.tool_call_id})
+
+
+def _turn(role: Role, m: Mapping[str, Any], where: str, content: object) -> Message:
+    msg = Message(
+        role,
+        content,
+        name=opt_str(m.get("name"), f"{where}.name"),
+        tool_call_id=opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
+    )
+    return replace(msg, extra=residual(m, _turn_fields(msg)))
 
 
 def _result_fields(m: Message) -> Json:
@@ -253,34 +258,12 @@ def _result(b: Mapping[str, Any], where: str) -> Message:
     return replace(msg, extra=residual(b, _result_fields(msg)))
 
 
-def _system_fields(m: Message) -> Json:
-    content = _blocks_wire(m.content)
-    return some({"role": "system", "content": content, "name": m.name, "tool_call_id": m.tool_call_id})
-
-
-def _system_message(m: Mapping[str, Any], where: str) -> Message:
-    """A ``system`` message between the turns (Claude Code sends its environment notes so)."""
-    msg = Message(
-        "system",
-        _blocks(m.get("content"), f"{where}.content"),
-        name=opt_str(m.get("name"), f"{where}.name"),
-        tool_call_id=opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
-    )
-    return replace(msg, extra=residual(m, _system_fields(msg)))
-
-
 def _user(m: Mapping[str, Any], where: str) -> list[Message]:
     content = _blocks(m.get("content"), f"{where}.content")
     blocks = content if isinstance(content, tuple) else ()
     n = next((i for i, b in enumerate(blocks) if b.get("type") != "tool_result"), len(blocks))
     if not n:
-        msg = Message(
-            "user",
-            content,
-            name=opt_str(m.get("name"), f"{where}.name"),
-            tool_call_id=opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
-        )
-        return [replace(msg, extra=residual(m, _user_fields(msg)))]
+        return [_turn("user", m, where, content)]
     tools = [_result(b, f"{where}.content[{i}]") for i, b in enumerate(blocks[:n])]
     if turn := {k: v for k, v in m.items() if k not in ("role", "content")}:
         tools[0] = replace(tools[0], extra={**tools[0].extra, TURN_KEY: turn})
@@ -304,8 +287,8 @@ def _messages(v: object, where: str = "messages") -> tuple[Message, ...]:
         if (role := m.get("role")) == "assistant":
             out.append(_assistant(m, at))
             continue
-        if role == "system":
-            out.append(_system_message(m, at))
+        if role == "system":  # between the turns: Claude Code sends its environment notes so
+            out.append(_turn("system", m, at, _blocks(m.get("content"), f"{at}.content")))
             continue
         if role != "user":
             raise Bad(f"{at}.role must be 'user', 'assistant' or 'system', got {role!r}")
@@ -337,9 +320,9 @@ def _messages_wire(messages: Sequence[Message], where: str = "messages") -> list
             if joins:
                 wire[-1]["content"].extend(_blocks_wire(m.content) or ())
             else:
-                wire.append(merge(own(m.extra, _RESERVED), _user_fields(m), _PARSERS))
+                wire.append(merge(own(m.extra, _RESERVED), _turn_fields(m), _PARSERS))
         elif m.role == "system":
-            wire.append(merge(own(m.extra, _RESERVED), _system_fields(m), _PARSERS))
+            wire.append(merge(own(m.extra, _RESERVED), _turn_fields(m), _PARSERS))
         else:
             raise Bad(f"{at}.role {m.role!r} has no Anthropic form (system text goes in system_prompt)")
         open_results = m.role == "tool"
@@ -350,50 +333,25 @@ def _messages_wire(messages: Sequence[Message], where: str = "messages") -> list
 
 
 def _request_fields(req: LLMRequest) -> Json:
-    s = req.sampling
-    fields = {"model": req.model, "system": req.system_prompt, "messages": _messages_wire(req.messages)}
-    fields.update(tools=_tools_wire(req.tools) or None, temperature=s.temperature, top_p=s.top_p)
-    fields.update(max_tokens=s.max_tokens, stop_sequences=listed(s.stop), seed=s.seed)
-    fields.update(
-        {METADATA_KEY: dict(req.metadata) or None, PROMPT_TOKEN_IDS_KEY: listed(req.prompt_token_ids)}
-    )
-    return some(fields)
+    head = {"model": req.model, "system": req.system_prompt, "messages": _messages_wire(req.messages)}
+    return core.request_fields(req, _KEYS, {**head, "tools": _tools_wire(req.tools) or None})
 
 
+@core.reports(LLMError, "cannot render the request for the Anthropic Messages API")
 def request_to_anthropic(req: LLMRequest) -> Json:
     """The JSON body of ``POST /v1/messages`` for ``req`` (with ARES extension keys)."""
-    try:
-        return merge({**req.extra, **req.sampling.extra}, _request_fields(req), _PARSERS)
-    except Bad as e:
-        raise LLMError(f"cannot render the request for the Anthropic Messages API: {e}") from None
+    return core.request_wire(req, _request_fields, _PARSERS)
 
 
+@core.reports(LLMError, "malformed Anthropic Messages request")
 def request_from_anthropic(body: Mapping[str, Any]) -> LLMRequest:
     """The LLMRequest a Messages body stands for; raises ``LLMError`` if it is malformed."""
-    try:
-        return _request(body)
-    except Bad as e:
-        raise LLMError(f"malformed Anthropic Messages request: {e}") from None
-
-
-def _request(body: Mapping[str, Any]) -> LLMRequest:
     b = obj(body, "the body")
-    req = LLMRequest(
-        messages=_messages(b.get("messages")),
-        system_prompt=_system(b.get("system")),
-        tools=_tools(b.get("tools")),
-        sampling=SamplingParams(
-            temperature=opt_num(b.get("temperature"), "temperature"),
-            top_p=opt_num(b.get("top_p"), "top_p"),
-            max_tokens=opt_int(b.get("max_tokens"), "max_tokens"),
-            stop=opt_strs(b.get("stop_sequences"), "stop_sequences"),
-            seed=opt_int(b.get("seed"), "seed"),
-        ),
-        model=opt_str(b.get("model"), "model"),
-        prompt_token_ids=opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
-        metadata=opt_obj(b.get(METADATA_KEY)),
+    messages, system_prompt = _messages(b.get("messages")), _system(b.get("system"))
+    tools = _tools(b.get("tools"))
+    return core.read_request(
+        b, _KEYS, _request_fields, messages=messages, system_prompt=system_prompt, tools=tools
     )
-    return with_rest(req, residual(b, _request_fields(req)), SAMPLING_KEYS)
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -419,11 +377,7 @@ def _usage(v: object, where: str = "usage") -> Usage:
     u = obj(v, where)
     for key in ("cache_creation_input_tokens", "cache_read_input_tokens"):
         opt_int(u.get(key), f"{where}.{key}")
-    usage = Usage(
-        check(u.get("input_tokens"), f"{where}.input_tokens", "an integer"),
-        check(u.get("output_tokens"), f"{where}.output_tokens", "an integer"),
-    )
-    return replace(usage, extra=residual(u, _usage_fields(usage)))
+    return core.token_usage(u, where, _usage_fields)
 
 
 def _usage_fields(u: Usage) -> Json:
@@ -436,58 +390,43 @@ def _response_fields(r: LLMResponse) -> Json:
     top = {"id": r.id or "", "type": "message", "role": "assistant", "model": r.model or ""}
     top.update(content=_content_wire(r.content, r.tool_calls, r.extra, ""), stop_reason=stop_reason)
     top.update(stop_sequence=None, usage=merge(usage.extra, _usage_fields(usage), _PARSERS))
-    ext = {COST_KEY: r.cost, TOKEN_IDS_KEY: listed(r.token_ids), LOGPROBS_KEY: listed(r.logprobs)}
-    ext.update({FINISH_REASON_KEY: r.finish_reason if _finish(stop_reason) != r.finish_reason else None})
+    ext = core.response_extensions(r, _finish(stop_reason))
     return {**top, **some({**ext, NO_USAGE_KEY: r.usage is None or None})}
 
 
+@core.reports(MalformedResponseError, "cannot render the response as an Anthropic message")
 def response_to_anthropic(resp: LLMResponse) -> Json:
     """A complete, non-streaming Messages API ``message`` object for ``resp``."""
-    try:
-        return merge(own(resp.extra, _RESERVED), _response_fields(resp), _ASSISTANT_PARSERS)
-    except Bad as e:
-        raise MalformedResponseError(f"cannot render the response as an Anthropic message: {e}") from None
+    return merge(own(resp.extra, _RESERVED), _response_fields(resp), _ASSISTANT_PARSERS)
 
 
+@core.reports(MalformedResponseError, "malformed Anthropic Messages response")
 def response_from_anthropic(body: object) -> LLMResponse:
     """The LLMResponse of a ``message`` object; raises ``MalformedResponseError`` if malformed."""
-    try:
-        return _response(body)
-    except Bad as e:
-        raise MalformedResponseError(f"malformed Anthropic Messages response: {e}") from None
-
-
-def _response(body: object) -> LLMResponse:
     b = obj(body, "the body")
     if b.get("type") == "error" or ("content" not in b and "error" in b):
-        raise Bad(f"the body is an error object, not a message: {str(b.get('error'))[:300]}")
+        raise core.error_body(b, "a message")
     text, calls, thinking = _summary(seq(b.get("content"), "content"))
     finish = opt_str(b.get(FINISH_REASON_KEY), FINISH_REASON_KEY)
     no_usage = flag(b.get(NO_USAGE_KEY), NO_USAGE_KEY)
-    resp = LLMResponse(
+    return core.read_response(
+        b,
+        _response_fields,
         content=text,
         tool_calls=calls,
         finish_reason=finish or _finish(b.get("stop_reason")),
         usage=None if no_usage else _usage(b.get("usage")),
-        cost=opt_num(b.get(COST_KEY), COST_KEY),
-        model=opt_id(b.get("model"), "model"),
-        id=opt_id(b.get("id")),
-        token_ids=opt_ints(b.get(TOKEN_IDS_KEY), TOKEN_IDS_KEY),
-        logprobs=opt_nums(b.get(LOGPROBS_KEY), LOGPROBS_KEY),
+        logprobs=None,  # Anthropic has none: only ``ares_logprobs`` carries them
         extra={REASONING_KEY: thinking} if thinking else {},
     )
-    return replace(resp, extra={**resp.extra, **residual(b, _response_fields(resp))})
 
 
 #: How to read each modelled wire key, to tell a re-spelling kept in ``extra`` from a stale value.
 # fmt: off
 _PARSERS: Mapping[str, Any] = {
-    "model": opt_id, "system": _system, "messages": _messages, "tools": _tools, "temperature": opt_num,
-    "top_p": opt_num, "max_tokens": opt_int, "stop_sequences": opt_strs, "seed": opt_int,
-    PROMPT_TOKEN_IDS_KEY: opt_ints, METADATA_KEY: opt_obj, "content": _blocks, "name": opt_str,
-    "tool_call_id": opt_str, "tool_use_id": opt_str, "id": opt_id, "stop_reason": _finish,
-    "usage": _usage, COST_KEY: opt_num, TOKEN_IDS_KEY: opt_ints, LOGPROBS_KEY: opt_nums,
-    "input_tokens": opt_int, "output_tokens": opt_int,
+    **core.RESPONSE_PARSERS, "system": _system, "messages": _messages, "tools": _tools, **_KEYS.parsers(),
+    "content": _blocks, "name": opt_str, "tool_call_id": opt_str, "tool_use_id": opt_str,
+    "stop_reason": _finish, "usage": _usage,
 }
 # fmt: on
 #: Assistant content is read for its text, calls and thinking: other spellings of those are kept.

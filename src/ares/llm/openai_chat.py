@@ -27,16 +27,17 @@ from dataclasses import replace
 from typing import Any, cast, get_args
 
 from ares.errors import LLMError, MalformedResponseError
+from ares.llm import codec_core as core
 from ares.llm._wire import (
     COST_KEY,
-    METADATA_KEY,
-    PROMPT_TOKEN_IDS_KEY,
     Bad,
     Json,
     check,
     listed,
+    member,
     merge,
     obj,
+    objects,
     opt_id,
     opt_int,
     opt_ints,
@@ -46,8 +47,10 @@ from ares.llm._wire import (
     seq,
     some,
 )
-from ares.llm._wire import strip_extensions as strip_extensions  # re-exported: part of this API
-from ares.llm.types import LLMRequest, LLMResponse, Message, Role, SamplingParams, ToolCall, Usage
+from ares.llm._wire import METADATA_KEY as METADATA_KEY  # re-exported: part of this API
+from ares.llm._wire import PROMPT_TOKEN_IDS_KEY as PROMPT_TOKEN_IDS_KEY
+from ares.llm._wire import strip_extensions as strip_extensions
+from ares.llm.types import LLMRequest, LLMResponse, Message, Role, ToolCall, Usage
 
 NO_SYSTEM_PROMPT_KEY = "ares_no_system_prompt"
 TOKEN_IDS_KEY = "token_ids"
@@ -64,7 +67,6 @@ SAMPLING_KEYS = frozenset(
         "top_k", "min_p", "repetition_penalty", "min_tokens",
     }
 )  # fmt: skip
-_SAMPLING_FIELDS = ("temperature", "top_p", "max_tokens", "seed")
 _ROLES = frozenset(get_args(Role))
 
 
@@ -76,9 +78,7 @@ def _merge(extra: Mapping[str, Any], rendered: Json) -> Json:
 
 
 def _content(v: object, where: str = "content") -> str | tuple[Mapping[str, Any], ...] | None:
-    if v is None or isinstance(v, str):
-        return v
-    return tuple(dict(obj(p, f"{where}[{i}]")) for i, p in enumerate(seq(v, where)))
+    return v if v is None or isinstance(v, str) else objects(v, where)
 
 
 def _tool_calls(v: object, where: str = "tool_calls") -> tuple[ToolCall, ...]:
@@ -118,10 +118,8 @@ def message_to_openai(m: Message) -> Json:
 
 def _message(raw: object, where: str) -> Message:
     m = obj(raw, where)
-    if (role := m.get("role")) not in _ROLES:
-        raise Bad(f"{where}.role must be one of {sorted(_ROLES)}, got {role!r}")
     msg = Message(
-        role=cast(Role, role),
+        role=cast(Role, member(m.get("role"), f"{where}.role", _ROLES)),
         content=_content(m.get("content"), f"{where}.content"),
         tool_calls=_tool_calls(m.get("tool_calls"), f"{where}.tool_calls"),
         tool_call_id=opt_str(m.get("tool_call_id"), f"{where}.tool_call_id"),
@@ -147,11 +145,12 @@ def _stop(v: object, where: str = "stop") -> tuple[str, ...] | None:
 
 
 def _tools(v: object, where: str = "tools") -> tuple[Mapping[str, Any], ...]:
-    return () if v is None else tuple(dict(obj(t, f"{where}[{i}]")) for i, t in enumerate(seq(v, where)))
+    return () if v is None else objects(v, where)
 
 
-def _metadata(v: object, where: str = METADATA_KEY) -> Mapping[str, Any]:
-    return {} if v is None else dict(obj(v, where))
+_KEYS = core.RequestKeys(
+    SAMPLING_KEYS, order=("temperature", "top_p", "max_tokens", "seed", "stop"), read_stop=_stop
+)
 
 
 def _flag(v: object, where: str = NO_SYSTEM_PROMPT_KEY) -> bool:
@@ -162,13 +161,9 @@ def _request_fields(req: LLMRequest, render: Callable[[Message], Json] | None = 
     head = [{"role": "system", "content": req.system_prompt}] if req.system_prompt is not None else []
     ambiguous = req.system_prompt is None and bool(req.messages) and _is_plain_system(req.messages[0])
     messages = [*head, *map(render or message_to_openai, req.messages)]
-    fields: Json = {"messages": messages, "model": req.model}
-    fields.update({k: getattr(req.sampling, k) for k in _SAMPLING_FIELDS}, stop=listed(req.sampling.stop))
-    fields.update({"tools": [dict(t) for t in req.tools] or None, METADATA_KEY: dict(req.metadata) or None})
-    fields.update(
-        {PROMPT_TOKEN_IDS_KEY: listed(req.prompt_token_ids), NO_SYSTEM_PROMPT_KEY: ambiguous or None}
-    )
-    return some(fields)
+    tools = {"tools": [dict(t) for t in req.tools] or None}
+    fields = core.request_fields(req, _KEYS, {"messages": messages, "model": req.model}, tools)
+    return {**fields, **some({NO_SYSTEM_PROMPT_KEY: ambiguous or None})}
 
 
 def request_to_openai(req: LLMRequest, *, render_message: Callable[[Message], Json] | None = None) -> Json:
@@ -177,37 +172,21 @@ def request_to_openai(req: LLMRequest, *, render_message: Callable[[Message], Js
     ``render_message`` replaces ``message_to_openai`` for each message, e.g. with a cache: messages
     are immutable and consecutive requests of an episode share most of them.
     """
-    return _merge({**req.extra, **req.sampling.extra}, _request_fields(req, render_message))
+    return core.request_wire(req, lambda r: _request_fields(r, render_message), _PARSERS)
 
 
+@core.reports(LLMError, "malformed OpenAI chat completion request")
 def request_from_openai(body: Mapping[str, Any]) -> LLMRequest:
     """The LLMRequest a chat completion body stands for; raises ``LLMError`` if it is malformed."""
-    try:
-        return _request(body)
-    except Bad as e:
-        raise LLMError(f"malformed OpenAI chat completion request: {e}") from None
-
-
-def _request(body: Mapping[str, Any]) -> LLMRequest:
     b = obj(body, "the body")
     msgs = [_message(m, f"messages[{i}]") for i, m in enumerate(seq(b.get("messages"), "messages"))]
     system_prompt = None
     if msgs and not _flag(b.get(NO_SYSTEM_PROMPT_KEY)) and _is_plain_system(msgs[0]):
         system_prompt, msgs = cast(str, msgs[0].content), msgs[1:]
-    req = LLMRequest(
-        messages=tuple(msgs),
-        system_prompt=system_prompt,
-        tools=_tools(b.get("tools")),
-        sampling=SamplingParams(**{k: _PARSERS[k](b.get(k), k) for k in (*_SAMPLING_FIELDS, "stop")}),
-        model=opt_str(b.get("model"), "model"),
-        prompt_token_ids=opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
-        metadata=_metadata(b.get(METADATA_KEY)),
+    tools = _tools(b.get("tools"))
+    return core.read_request(
+        b, _KEYS, _request_fields, messages=msgs, system_prompt=system_prompt, tools=tools, skip="messages"
     )
-    rest = residual(b, _request_fields(req), skip="messages")
-    if sampling_extra := {k: v for k, v in rest.items() if k in SAMPLING_KEYS}:
-        req = replace(req, sampling=replace(req.sampling, extra=sampling_extra))
-    extra = {k: v for k, v in rest.items() if k not in SAMPLING_KEYS}
-    return replace(req, extra=extra) if extra else req
 
 
 # --- responses --------------------------------------------------------------------------------
@@ -215,13 +194,7 @@ def _request(body: Mapping[str, Any]) -> LLMRequest:
 
 def _logprobs(v: object, where: str = "logprobs") -> tuple[float, ...] | None:
     content = None if v is None else obj(v, where).get("content")
-    if content is None:
-        return None
-    entries = enumerate(seq(content, f"{where}.content"))
-    at = f"{where}.content"
-    return tuple(
-        check(obj(e, f"{at}[{i}]").get("logprob"), f"{at}[{i}].logprob", "a number") for i, e in entries
-    )
+    return None if content is None else tuple(core.logprob_values(content, f"{where}.content"))
 
 
 def _logprobs_wire(logprobs: tuple[float, ...] | None) -> Json | None:
@@ -273,12 +246,10 @@ def _response_fields(r: LLMResponse) -> tuple[Json, Json, Json]:
 #: How to read each modelled wire key, to tell a re-spelling kept in ``extra`` from a stale value.
 # fmt: off
 _PARSERS: Mapping[str, Callable[[Any], Any]] = {
-    "model": _id, "tools": _tools, "temperature": opt_num, "top_p": opt_num, "max_tokens": opt_int,
-    "seed": opt_int, "stop": _stop, PROMPT_TOKEN_IDS_KEY: opt_ints, METADATA_KEY: _metadata,
-    NO_SYSTEM_PROMPT_KEY: _flag, "content": _content, "tool_calls": _tool_calls, "tool_call_id": opt_str,
-    "name": opt_str, "id": _id, "usage": _usage, COST_KEY: opt_num, "logprobs": _logprobs,
-    "finish_reason": opt_str, TOKEN_IDS_KEY: opt_ints, "prompt_tokens": opt_int,
-    "completion_tokens": opt_int,
+    "model": _id, "tools": _tools, **_KEYS.parsers(), NO_SYSTEM_PROMPT_KEY: _flag, "content": _content,
+    "tool_calls": _tool_calls, "tool_call_id": opt_str, "name": opt_str, "id": _id, "usage": _usage,
+    COST_KEY: opt_num, "logprobs": _logprobs, "finish_reason": opt_str, TOKEN_IDS_KEY: opt_ints,
+    "prompt_tokens": opt_int, "completion_tokens": opt_int,
 }
 # fmt: on
 
@@ -292,18 +263,12 @@ def response_to_openai(resp: LLMResponse) -> Json:
     return _merge({k: v for k, v in ex.items() if k not in _RESERVED_RESPONSE_EXTRA}, top)
 
 
+@core.reports(MalformedResponseError, "malformed OpenAI chat completion response")
 def response_from_openai(body: object) -> LLMResponse:
     """The first choice of a ``chat.completion`` body; raises ``MalformedResponseError`` if malformed."""
-    try:
-        return _response(body)
-    except Bad as e:
-        raise MalformedResponseError(f"malformed OpenAI chat completion response: {e}") from None
-
-
-def _response(body: object) -> LLMResponse:
     b = obj(body, "the body")
     if "choices" not in b and "error" in b:
-        raise Bad(f"the body is an error object, not a completion: {str(b['error'])[:300]}")
+        raise core.error_body(b, "a completion")
     choices = seq(b.get("choices"), "choices")
     if not choices:
         raise Bad("choices is empty; expected at least one choice")

@@ -8,15 +8,19 @@ one this client was configured with. ``LLMRequest.model`` is used only when the 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-from collections.abc import Mapping
-from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar
 
 import httpx
 
 from ares.errors import LLMError, LLMTimeoutError, MalformedResponseError
+from ares.llm.client_common import (
+    ConfiguredClient,
+    chat_max_tokens_key,
+    check_settings,
+    excerpt,
+    with_settings,
+)
 from ares.llm.openai_chat import request_to_openai, response_from_openai, strip_extensions
 from ares.llm.types import LLMRequest, LLMResponse
 
@@ -25,7 +29,6 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 RETRY_STATUSES = frozenset({408, 409, 429})
 _MAX_BACKOFF_S = 30.0
 _MAX_RETRY_AFTER_S = 60.0
-_EXCERPT_CHARS = 500
 #: The variable the API key is read from unless another is named (``ares run --api-key-env``).
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
 _HINTS = {
@@ -44,12 +47,7 @@ class LLMHTTPError(LLMError):
         self.body = body
 
 
-def _excerpt(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _EXCERPT_CHARS else flat[: _EXCERPT_CHARS - 3] + "..."
-
-
-class OpenAIChatClient:
+class OpenAIChatClient(ConfiguredClient):
     """``await client(request)`` -> response, over HTTP, with a total deadline and retries per call.
 
     Each attempt is bounded by ``timeout_s`` end to end (connect, upload, generation, download).
@@ -63,7 +61,15 @@ class OpenAIChatClient:
     ``logprobs=True`` asks the endpoint for the sampled tokens' logprobs (``"logprobs": true``) and
     they land in ``LLMResponse.logprobs``. Off by default: not every endpoint accepts it (OpenAI's
     reasoning models refuse it); vLLM, SGLang and llama.cpp servers do, so turn it on for RL there.
+
+    ``from_env`` reads ``OPENAI_BASE_URL``, ``OPENAI_API_KEY`` and ``OPENAI_MODEL``.
     """
+
+    policy: ClassVar[str] = "openai"
+    default_base_url: ClassVar[str] = DEFAULT_BASE_URL
+    key_env: ClassVar[str] = DEFAULT_API_KEY_ENV
+    base_url_env: ClassVar[str] = "OPENAI_BASE_URL"
+    model_env: ClassVar[str] = "OPENAI_MODEL"
 
     def __init__(
         self,
@@ -83,10 +89,7 @@ class OpenAIChatClient:
             raise LLMError(f"base_url must be an http(s) URL such as {DEFAULT_BASE_URL}, got {base_url!r}")
         if timeout_s <= 0 or max_retries < 0 or backoff_s < 0:
             raise LLMError("timeout_s must be > 0, max_retries and backoff_s must be >= 0")
-        if max_tokens is not None and max_tokens < 1:
-            raise LLMError(f"max_tokens must be >= 1, got {max_tokens}")
-        if temperature is not None and temperature < 0:
-            raise LLMError(f"temperature must be >= 0, got {temperature}")
+        check_settings(max_tokens, temperature)
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.logprobs = logprobs
@@ -105,69 +108,23 @@ class OpenAIChatClient:
         """Pickled without its connection pool: each process (e.g. a Ray actor) opens its own."""
         return {**self.__dict__, "_http": None}
 
-    @classmethod
-    def from_env(
-        cls,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        model: str | None = None,
-        api_key_env: str | None = None,
-        env: Mapping[str, str] | None = None,
-        **options: Any,
-    ) -> Self:
-        """A client from explicit options, else ``OPENAI_BASE_URL``/``OPENAI_API_KEY``/``OPENAI_MODEL``.
-
-        ``api_key_env`` names the variable holding the key instead of ``OPENAI_API_KEY``; it must be
-        set. A model is required here (the policy must be named); so is a key for the OpenAI API
-        itself. ``options`` are the remaining constructor arguments (``timeout_s``, ``max_tokens``...).
-        """
-        env = os.environ if env is None else env
-        base_url = base_url or env.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        if api_key is None and api_key_env is not None:
-            api_key = env.get(api_key_env) or None
-            if api_key is None:
-                raise LLMError(
-                    f"the API key variable {api_key_env} is not set (or empty): export {api_key_env}=... "
-                    "or name another variable with --api-key-env (api_key_env= in Python)"
-                )
-        api_key = api_key or env.get(DEFAULT_API_KEY_ENV) or None
-        model = model or env.get("OPENAI_MODEL") or None
-        if model is None:
-            raise LLMError(
-                "no model configured for the openai policy: pass --model NAME (model= in Python) "
-                "or set OPENAI_MODEL"
-            )
-        if api_key is None and base_url.rstrip("/") == DEFAULT_BASE_URL:
-            raise LLMError(
-                f"no API key for {DEFAULT_BASE_URL}: set {DEFAULT_API_KEY_ENV} (or name the variable with "
-                "--api-key-env), or point --base-url/OPENAI_BASE_URL at an endpoint that needs no key"
-            )
-        return cls(base_url=base_url, api_key=api_key, model=model, **options)
-
     def __repr__(self) -> str:
         return f"OpenAIChatClient(base_url={self.base_url!r}, model={self.model!r})"
 
     def request_body(self, request: LLMRequest) -> dict[str, Any]:
         """The JSON body sent for ``request``: no ARES extension keys, no streaming, our model."""
-        body = strip_extensions(request_to_openai(request))
-        model = self.model or request.model
-        if model is None:
-            raise LLMError(
-                "no model to ask for: configure the client with model= (or OPENAI_MODEL) "
-                "or set LLMRequest.model"
-            )
-        body["model"] = model
-        if self.max_tokens is not None:
-            # Reasoning models take only max_completion_tokens; keep whichever the agent used.
-            key = "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
-            body[key] = self.max_tokens
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
+        body = with_settings(
+            strip_extensions(request_to_openai(request)),
+            request,
+            model=self.model,
+            model_from=f"or {self.model_env}",
+            max_tokens=self.max_tokens,
+            max_tokens_key=chat_max_tokens_key,
+            temperature=self.temperature,
+            drop=("stream", "stream_options"),
+        )
         if self.logprobs:
             body["logprobs"] = True
-        body.pop("stream", None)
-        body.pop("stream_options", None)
         return body
 
     async def __call__(self, request: LLMRequest) -> LLMResponse:
@@ -224,7 +181,7 @@ class OpenAIChatClient:
         return LLMError(f"could not reach {self.url} ({attempts} attempt(s)): {type(e).__name__}: {e}")
 
     def _status_error(self, resp: httpx.Response, attempts: int) -> LLMHTTPError:
-        body = _excerpt(resp.text)
+        body = excerpt(resp.text)
         hint = _HINTS.get(resp.status_code)
         message = f"POST {self.url} returned HTTP {resp.status_code} ({attempts} attempt(s)): {body}"
         return LLMHTTPError(f"{message}; {hint}" if hint else message, status=resp.status_code, body=body)
@@ -235,7 +192,7 @@ class OpenAIChatClient:
         except ValueError:
             raise MalformedResponseError(
                 f"POST {self.url} returned a body that is not JSON (HTTP {resp.status_code}): "
-                f"{_excerpt(resp.text)}"
+                f"{excerpt(resp.text)}"
             ) from None
 
     async def aclose(self) -> None:
@@ -244,11 +201,3 @@ class OpenAIChatClient:
         if self._http is not None:
             http, self._http = self._http, None
             await http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()

@@ -53,48 +53,41 @@ from dataclasses import replace
 from typing import Any, cast
 
 from ares.errors import LLMError, MalformedResponseError
+from ares.llm import codec_core as core
+from ares.llm._wire import COST_KEY as COST_KEY  # re-exported: the extension keys are part of this API
+from ares.llm._wire import METADATA_KEY as METADATA_KEY
+from ares.llm._wire import PROMPT_TOKEN_IDS_KEY as PROMPT_TOKEN_IDS_KEY
 from ares.llm._wire import (
-    COST_KEY,
-    METADATA_KEY,
-    PROMPT_TOKEN_IDS_KEY,
     Bad,
     Json,
     check,
-    listed,
+    each,
+    member,
     merge,
     obj,
     objects,
-    opt_id,
-    opt_int,
-    opt_ints,
-    opt_num,
-    opt_nums,
-    opt_obj,
     opt_str,
-    opt_strs,
     own,
     residual,
-    seq,
     some,
     typed_tool,
     typed_tool_wire,
-    with_rest,
 )
-from ares.llm.types import LLMRequest, LLMResponse, Message, Role, SamplingParams, ToolCall, Usage
+from ares.llm.codec_core import FINISH_REASON_KEY, REASONING_KEY
+from ares.llm.codec_core import LOGPROBS_KEY as LOGPROBS_KEY
+from ares.llm.codec_core import TOKEN_IDS_KEY as TOKEN_IDS_KEY
+from ares.llm.types import LLMRequest, LLMResponse, Message, Role, ToolCall, Usage
 
-REASONING_KEY = "ares_reasoning"
 CALLS_KEY = "ares_calls"
 ITEM_KEY = "ares_item"
 NEW_MESSAGE_KEY = "ares_new_message"
-TOKEN_IDS_KEY = "ares_token_ids"
-LOGPROBS_KEY = "ares_logprobs"
-FINISH_REASON_KEY = "ares_finish_reason"
 _RESERVED = frozenset({REASONING_KEY, CALLS_KEY, ITEM_KEY})
 
 #: Top-level request keys that are generation controls; unmodelled ones go to SamplingParams.extra.
 SAMPLING_KEYS = frozenset(
     {"temperature", "top_p", "max_output_tokens", "stop", "seed", "top_logprobs", "reasoning"}
 )
+_KEYS = core.RequestKeys(SAMPLING_KEYS, max_tokens="max_output_tokens")
 _MESSAGE_ROLES = frozenset({"system", "developer", "user", "assistant"})
 _TEXT_PARTS = frozenset({"input_text", "output_text"})
 _CALL_ITEMS = {"function_call": ("function", "arguments"), "custom_tool_call": ("custom", "input")}
@@ -138,7 +131,7 @@ def _parts_wire(content: str | tuple[Mapping[str, Any], ...] | None, role: str) 
 
 
 def _tools(v: object, where: str = "tools") -> tuple[Mapping[str, Any], ...]:
-    return tuple(typed_tool(t, f"{where}[{i}]") for i, t in enumerate(() if v is None else objects(v, where)))
+    return each(typed_tool, v, where)
 
 
 def _tools_wire(tools: Sequence[Mapping[str, Any]], where: str = "tools") -> list[Json]:
@@ -177,10 +170,8 @@ def _message_fields(m: Message) -> Json:
 
 
 def _message(item: Mapping[str, Any], where: str) -> Message:
-    if (role := item.get("role")) not in _MESSAGE_ROLES:
-        raise Bad(f"{where}.role must be one of {sorted(_MESSAGE_ROLES)}, got {role!r}")
     msg = Message(
-        role=cast(Role, role),
+        role=cast(Role, member(item.get("role"), f"{where}.role", _MESSAGE_ROLES)),
         content=_parts(item.get("content"), f"{where}.content"),
         name=opt_str(item.get("name"), f"{where}.name"),
         tool_call_id=opt_str(item.get("tool_call_id"), f"{where}.tool_call_id"),
@@ -299,54 +290,26 @@ def _input_wire(messages: Sequence[Message], where: str = "messages") -> list[Js
 
 
 def _request_fields(req: LLMRequest) -> Json:
-    s = req.sampling
-    fields = {
-        "model": req.model,
-        "instructions": req.system_prompt,
-        "input": _input_wire(req.messages) or None,
-    }
-    fields.update(tools=_tools_wire(req.tools) or None, temperature=s.temperature, top_p=s.top_p)
-    fields.update(max_output_tokens=s.max_tokens, stop=listed(s.stop), seed=s.seed)
-    fields.update(
-        {METADATA_KEY: dict(req.metadata) or None, PROMPT_TOKEN_IDS_KEY: listed(req.prompt_token_ids)}
-    )
-    return some(fields)
+    head = {"model": req.model, "instructions": req.system_prompt, "input": _input_wire(req.messages) or None}
+    return core.request_fields(req, _KEYS, {**head, "tools": _tools_wire(req.tools) or None})
 
 
+@core.reports(LLMError, "cannot render the request for the OpenAI Responses API")
 def request_to_responses(req: LLMRequest) -> Json:
     """The JSON body of ``POST /responses`` for ``req`` (with ARES extension keys)."""
-    try:
-        return merge({**req.extra, **req.sampling.extra}, _request_fields(req), _PARSERS)
-    except Bad as e:
-        raise LLMError(f"cannot render the request for the OpenAI Responses API: {e}") from None
+    return core.request_wire(req, _request_fields, _PARSERS)
 
 
+@core.reports(LLMError, "malformed OpenAI Responses request")
 def request_from_responses(body: Mapping[str, Any]) -> LLMRequest:
     """The LLMRequest a Responses body stands for; raises ``LLMError`` if it is malformed."""
-    try:
-        return _request(body)
-    except Bad as e:
-        raise LLMError(f"malformed OpenAI Responses request: {e}") from None
-
-
-def _request(body: Mapping[str, Any]) -> LLMRequest:
     b = obj(body, "the body")
-    req = LLMRequest(
-        messages=_input(b.get("input")),
-        system_prompt=opt_str(b.get("instructions"), "instructions"),
-        tools=_tools(b.get("tools")),
-        sampling=SamplingParams(
-            temperature=opt_num(b.get("temperature"), "temperature"),
-            top_p=opt_num(b.get("top_p"), "top_p"),
-            max_tokens=opt_int(b.get("max_output_tokens"), "max_output_tokens"),
-            stop=opt_strs(b.get("stop"), "stop"),
-            seed=opt_int(b.get("seed"), "seed"),
-        ),
-        model=opt_str(b.get("model"), "model"),
-        prompt_token_ids=opt_ints(b.get(PROMPT_TOKEN_IDS_KEY), PROMPT_TOKEN_IDS_KEY),
-        metadata=opt_obj(b.get(METADATA_KEY)),
+    messages = _input(b.get("input"))
+    system_prompt = opt_str(b.get("instructions"), "instructions")
+    tools = _tools(b.get("tools"))
+    return core.read_request(
+        b, _KEYS, _request_fields, messages=messages, system_prompt=system_prompt, tools=tools
     )
-    return with_rest(req, residual(b, _request_fields(req)), SAMPLING_KEYS)
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -385,11 +348,7 @@ def _summary(v: object, where: str = "output") -> tuple[Any, ...]:
                     continue
                 texts.append(check(part.get("text"), f"{at}.content[{j}].text", "a string"))
                 if (lps := part.get("logprobs")) is not None:
-                    lp_at = f"{at}.content[{j}].logprobs"
-                    logprobs = (logprobs or []) + [
-                        check(obj(e, f"{lp_at}[{k}]").get("logprob"), f"{lp_at}[{k}].logprob", "a number")
-                        for k, e in enumerate(seq(lps, lp_at))
-                    ]
+                    logprobs = (logprobs or []) + core.logprob_values(lps, f"{at}.content[{j}].logprobs")
     text = "".join(texts) if texts else None
     return text, tuple(calls), reasoning, None if logprobs is None else tuple(logprobs)
 
@@ -411,12 +370,7 @@ def _output_wire(r: LLMResponse) -> list[Json]:
 def _usage(v: object, where: str = "usage") -> Usage | None:
     if v is None:
         return None
-    u = obj(v, where)
-    usage = Usage(
-        check(u.get("input_tokens"), f"{where}.input_tokens", "an integer"),
-        check(u.get("output_tokens"), f"{where}.output_tokens", "an integer"),
-    )
-    return replace(usage, extra=residual(u, _usage_fields(usage)))
+    return core.token_usage(obj(v, where), where, _usage_fields)
 
 
 def _usage_fields(u: Usage) -> Json:
@@ -436,51 +390,36 @@ def _response_fields(r: LLMResponse) -> Json:
     top.update(incomplete_details=reason and {"reason": reason}, model=r.model or "", output=_output_wire(r))
     top.update(parallel_tool_calls=True, tool_choice="auto", tools=[])
     usage = None if r.usage is None else merge(r.usage.extra, _usage_fields(r.usage), _RESPONSE_PARSERS)
-    ext = {COST_KEY: r.cost, TOKEN_IDS_KEY: listed(r.token_ids)}
-    ext.update({LOGPROBS_KEY: listed(r.logprobs) if r.content is None else None})
-    ext.update({FINISH_REASON_KEY: r.finish_reason if derived != r.finish_reason else None})
+    ext = core.response_extensions(r, derived, logprobs=r.content is None)
     return {**top, **some({"usage": usage, **ext})}
 
 
+@core.reports(MalformedResponseError, "cannot render the response as an OpenAI Responses object")
 def response_to_responses(resp: LLMResponse) -> Json:
     """A complete, non-streaming Responses API ``response`` object for ``resp``."""
-    try:
-        return merge(own(resp.extra, _RESERVED), _response_fields(resp), _RESPONSE_PARSERS)
-    except Bad as e:
-        raise MalformedResponseError(
-            f"cannot render the response as an OpenAI Responses object: {e}"
-        ) from None
+    return merge(own(resp.extra, _RESERVED), _response_fields(resp), _RESPONSE_PARSERS)
 
 
+@core.reports(MalformedResponseError, "malformed OpenAI Responses response")
 def response_from_responses(body: object) -> LLMResponse:
     """The LLMResponse of a ``response`` object; raises ``MalformedResponseError`` if malformed."""
-    try:
-        return _response(body)
-    except Bad as e:
-        raise MalformedResponseError(f"malformed OpenAI Responses response: {e}") from None
-
-
-def _response(body: object) -> LLMResponse:
     b = obj(body, "the body")
     if "output" not in b and b.get("error"):
-        raise Bad(f"the body is an error object, not a response: {str(b['error'])[:300]}")
+        raise core.error_body(b, "a response")
     content, calls, reasoning, logprobs = _summary(b.get("output"))
     details = b.get("incomplete_details")
     reason = None if details is None else opt_str(obj(details, "incomplete_details").get("reason"), "reason")
     finish = opt_str(b.get(FINISH_REASON_KEY), FINISH_REASON_KEY)
-    resp = LLMResponse(
+    return core.read_response(
+        b,
+        _response_fields,
         content=content,
         tool_calls=calls,
         finish_reason=finish or _finish(opt_str(b.get("status"), "status"), reason, bool(calls)),
         usage=_usage(b.get("usage")),
-        cost=opt_num(b.get(COST_KEY), COST_KEY),
-        model=opt_id(b.get("model"), "model"),
-        id=opt_id(b.get("id")),
-        token_ids=opt_ints(b.get(TOKEN_IDS_KEY), TOKEN_IDS_KEY),
-        logprobs=logprobs if LOGPROBS_KEY not in b else opt_nums(b[LOGPROBS_KEY], LOGPROBS_KEY),
+        logprobs=logprobs,
         extra={REASONING_KEY: reasoning} if reasoning else {},
     )
-    return replace(resp, extra={**resp.extra, **residual(b, _response_fields(resp))})
 
 
 #: How to read each modelled wire key, to tell a re-spelling kept in ``extra`` from a stale value.
@@ -490,12 +429,7 @@ _ITEM_PARSERS: Mapping[str, Any] = {
     "arguments": opt_str, "input": opt_str, "role": opt_str,
 }
 _PARSERS: Mapping[str, Any] = {
-    "model": opt_str, "instructions": opt_str, "input": _input, "tools": _tools, "temperature": opt_num,
-    "top_p": opt_num, "max_output_tokens": opt_int, "stop": opt_strs, "seed": opt_int,
-    PROMPT_TOKEN_IDS_KEY: opt_ints, METADATA_KEY: opt_obj,
+    "model": opt_str, "instructions": opt_str, "input": _input, "tools": _tools, **_KEYS.parsers(),
 }
-_RESPONSE_PARSERS: Mapping[str, Any] = {
-    "id": opt_id, "model": opt_id, "output": _summary, "usage": _usage, COST_KEY: opt_num,
-    TOKEN_IDS_KEY: opt_ints, LOGPROBS_KEY: opt_nums, "input_tokens": opt_int, "output_tokens": opt_int,
-}
+_RESPONSE_PARSERS: Mapping[str, Any] = {**core.RESPONSE_PARSERS, "output": _summary, "usage": _usage}
 # fmt: on

@@ -24,6 +24,7 @@ from typing import Any
 
 from ares.errors import LLMError, MalformedResponseError
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
+from ares.llm.client_common import check_settings
 from ares.llm.local.default_model import default_model_path
 from ares.llm.local.model import (
     DEFAULT_CONTEXT,
@@ -63,10 +64,7 @@ class LocalChatClient:
         threads: int = 0,
         max_concurrency: int | None = None,
     ) -> None:
-        if max_tokens is not None and max_tokens < 1:
-            raise LLMError(f"max_tokens must be >= 1, got {max_tokens}")
-        if temperature is not None and temperature < 0:
-            raise LLMError(f"temperature must be >= 0, got {temperature}")
+        check_settings(max_tokens, temperature)
         if max_concurrency is not None and max_concurrency < 1:
             raise LLMError(f"max_concurrency must be >= 1, got {max_concurrency}")
         if context < 16 or parallel < 0 or threads < 0:

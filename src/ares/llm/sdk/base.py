@@ -12,27 +12,20 @@ SDK's pydantic models, so nothing they drop is lost. Transport, auth headers, ti
 from __future__ import annotations
 
 import asyncio
-import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import replace
-from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar
 
 from ares.errors import LLMError, LLMTimeoutError, MalformedResponseError
+from ares.llm.client_common import ConfiguredClient, check_settings, with_settings
+from ares.llm.client_common import excerpt as excerpt  # re-exported: the SDK clients' error text
 from ares.llm.openai_client import LLMHTTPError
 from ares.llm.sdk.pricing import Prices, TokenCounts, price_for
 from ares.llm.types import LLMRequest, LLMResponse, Usage
 
-_EXCERPT_CHARS = 500
 #: Sent as the key to a custom endpoint that needs none: the SDKs refuse to run without one.
 NO_KEY = "no-key"
-
-
-def excerpt(text: str) -> str:
-    """``text`` on one line, cut to a readable length for an error message."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _EXCERPT_CHARS else flat[: _EXCERPT_CHARS - 3] + "..."
 
 
 def missing_sdk(package: str) -> LLMError:
@@ -43,7 +36,7 @@ def missing_sdk(package: str) -> LLMError:
     )
 
 
-class SDKClient(ABC):
+class SDKClient(ConfiguredClient, ABC):
     """``await client(request)`` -> response through a vendor SDK; one instance serves many episodes.
 
     ``model``, ``max_tokens`` and ``temperature``, when set, replace what the agent's request asked
@@ -55,13 +48,8 @@ class SDKClient(ABC):
     Pickled without its SDK client (each process, e.g. a Ray actor, builds its own on first use).
     """
 
-    #: Filled in by each vendor's subclass.
+    #: Filled in by each vendor's subclass, with the variables ``from_env`` reads.
     vendor: ClassVar[str]  # the API's name in messages
-    policy: ClassVar[str]  # the policy name that uses this client
-    default_base_url: ClassVar[str]
-    key_env: ClassVar[str]
-    base_url_env: ClassVar[str]
-    model_env: ClassVar[str]
     max_tokens_key: ClassVar[str] = "max_tokens"
     stream_keys: ClassVar[tuple[str, ...]] = ("stream",)
 
@@ -90,10 +78,7 @@ class SDKClient(ABC):
             )
         if timeout_s <= 0 or max_retries < 0:
             raise LLMError(f"timeout_s must be > 0 and max_retries >= 0, got {timeout_s} and {max_retries}")
-        if max_tokens is not None and max_tokens < 1:
-            raise LLMError(f"max_tokens must be >= 1, got {max_tokens}")
-        if temperature is not None and temperature < 0:
-            raise LLMError(f"temperature must be >= 0, got {temperature}")
+        check_settings(max_tokens, temperature)
         self.model = model
         self.base_url = base_url
         self.timeout_s = timeout_s
@@ -106,45 +91,9 @@ class SDKClient(ABC):
         self._building: asyncio.Future[Any] | None = None
         self._closed = False
 
-    @classmethod
-    def from_env(
-        cls,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        model: str | None = None,
-        api_key_env: str | None = None,
-        env: Mapping[str, str] | None = None,
-        **options: Any,
-    ) -> Self:
-        """A client from explicit options, else the vendor's variables (``OPENAI_API_KEY``, ...).
-
-        ``api_key_env`` names the variable holding the key instead of the vendor's default; it must
-        be set. A model is required (the policy must be named). ``options`` are the remaining
-        constructor arguments (``timeout_s``, ``max_retries``, ``max_tokens``, ``prices``, ...).
-        """
-        env = os.environ if env is None else env
-        if api_key is None and api_key_env is not None:
-            api_key = env.get(api_key_env) or None
-            if api_key is None:
-                raise LLMError(
-                    f"the API key variable {api_key_env} is not set (or empty): export {api_key_env}=... "
-                    "or name another variable with --api-key-env (api_key_env= in Python)"
-                )
-        model = model or env.get(cls.model_env) or None
-        if model is None:
-            raise LLMError(
-                f"no model configured for the {cls.policy} policy: pass --model NAME (model= in Python) "
-                f"or set {cls.model_env}"
-            )
-        base_url = (base_url or env.get(cls.base_url_env) or cls.default_base_url).rstrip("/")
-        api_key = api_key or env.get(cls.key_env) or None
-        if api_key is None and base_url == cls.default_base_url:
-            raise LLMError(
-                f"no API key for {base_url}: set {cls.key_env} (or name the variable with --api-key-env), "
-                f"or point --base-url/{cls.base_url_env} at an endpoint that needs no key"
-            )
-        return cls(base_url=base_url, api_key=api_key, model=model, **options)
+    @staticmethod
+    def _base_url_from_env(url: str) -> str:
+        return url.rstrip("/")  # so a URL of slashes alone falls back to the default, as in __init__
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled without the live SDK client; it is rebuilt on first use in the new process."""
@@ -184,21 +133,16 @@ class SDKClient(ABC):
 
     def request_body(self, request: LLMRequest) -> dict[str, Any]:
         """The JSON body sent for ``request``: no ARES extension keys, no streaming, our settings."""
-        body = self._render(request)
-        model = self.model or request.model
-        if model is None:
-            raise LLMError(
-                f"no model to ask for: configure the client with model= (--model or {self.model_env}) "
-                "or set LLMRequest.model"
-            )
-        body["model"] = model
-        if self.max_tokens is not None:
-            body[self._max_tokens_key(body)] = self.max_tokens
-        if self.temperature is not None:
-            body["temperature"] = self.temperature
-        for key in self.stream_keys:
-            body.pop(key, None)
-        return body
+        return with_settings(
+            self._render(request),
+            request,
+            model=self.model,
+            model_from=f"--model or {self.model_env}",
+            max_tokens=self.max_tokens,
+            max_tokens_key=self._max_tokens_key,
+            temperature=self.temperature,
+            drop=self.stream_keys,
+        )
 
     def _max_tokens_key(self, body: Mapping[str, Any]) -> str:
         return self.max_tokens_key
@@ -276,14 +220,6 @@ class SDKClient(ABC):
         if self._sdk is not None:
             sdk, self._sdk = self._sdk, None
             await sdk.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 def _attempts(request: Any) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ares.llm import openai_chat, openai_responses
+from ares.llm.client_common import chat_max_tokens_key
 from ares.llm.sdk.base import SDKClient, cached_tokens, missing_sdk
 from ares.llm.sdk.pricing import TokenCounts
 from ares.llm.types import LLMRequest, LLMResponse, Usage
@@ -20,6 +21,8 @@ class _OpenAISDKClient(SDKClient):
     key_env: ClassVar[str] = "OPENAI_API_KEY"
     base_url_env: ClassVar[str] = "OPENAI_BASE_URL"
     model_env: ClassVar[str] = "OPENAI_MODEL"
+    #: The ``Usage.extra`` key whose ``cached_tokens`` are billed at ``Price.cache_read``.
+    cached_details: ClassVar[str]
 
     @staticmethod
     def _sdk_module() -> Any:
@@ -34,6 +37,10 @@ class _OpenAISDKClient(SDKClient):
             api_key=api_key, base_url=self.base_url, timeout=self.timeout_s, max_retries=self.max_retries
         )
 
+    def _token_counts(self, usage: Usage) -> TokenCounts:
+        cached = cached_tokens(usage, self.cached_details)
+        return TokenCounts(usage.prompt_tokens - cached, usage.completion_tokens, cache_read=cached)
+
 
 class OpenAIChatSDKClient(_OpenAISDKClient):
     """Chat Completions (``/chat/completions``) through ``openai.AsyncOpenAI``; see ``SDKClient``.
@@ -42,11 +49,11 @@ class OpenAIChatSDKClient(_OpenAISDKClient):
     """
 
     policy: ClassVar[str] = "openai-sdk"
+    cached_details: ClassVar[str] = "prompt_tokens_details"
     stream_keys: ClassVar[tuple[str, ...]] = ("stream", "stream_options")
 
     def _max_tokens_key(self, body: Any) -> str:
-        # Reasoning models take only max_completion_tokens; keep whichever the agent used.
-        return "max_completion_tokens" if "max_completion_tokens" in body else "max_tokens"
+        return chat_max_tokens_key(body)
 
     def _render(self, request: LLMRequest) -> dict[str, Any]:
         return openai_chat.strip_extensions(openai_chat.request_to_openai(request))
@@ -61,10 +68,6 @@ class OpenAIChatSDKClient(_OpenAISDKClient):
     def _parse(self, wire: Any) -> LLMResponse:
         return openai_chat.response_from_openai(wire)
 
-    def _token_counts(self, usage: Usage) -> TokenCounts:
-        cached = cached_tokens(usage, "prompt_tokens_details")
-        return TokenCounts(usage.prompt_tokens - cached, usage.completion_tokens, cache_read=cached)
-
 
 class OpenAIResponsesSDKClient(_OpenAISDKClient):
     """The Responses API (``/responses``) through ``openai.AsyncOpenAI``; see ``SDKClient``.
@@ -75,6 +78,7 @@ class OpenAIResponsesSDKClient(_OpenAISDKClient):
     """
 
     policy: ClassVar[str] = "openai-responses"
+    cached_details: ClassVar[str] = "input_tokens_details"
     max_tokens_key: ClassVar[str] = "max_output_tokens"
 
     def _render(self, request: LLMRequest) -> dict[str, Any]:
@@ -88,7 +92,3 @@ class OpenAIResponsesSDKClient(_OpenAISDKClient):
 
     def _parse(self, wire: Any) -> LLMResponse:
         return openai_responses.response_from_responses(wire)
-
-    def _token_counts(self, usage: Usage) -> TokenCounts:
-        cached = cached_tokens(usage, "input_tokens_details")
-        return TokenCounts(usage.prompt_tokens - cached, usage.completion_tokens, cache_read=cached)
