@@ -14,15 +14,14 @@ import re
 from dataclasses import dataclass, field
 
 from ares.agents.bash_parser import FormatError, parse_action
-from ares.agents.context import ContextConfig
-from ares.agents.loop import ConversationLoop, Turn, check_config
+from ares.agents.loop import ConversationLoop, LoopSettings, Turn, check_config
 from ares.agents.loop import ExitStatus as ExitStatus
 from ares.agents.rendering import combine_output as combine_output
 from ares.agents.rendering import command_output, default_template, render
 from ares.agents.rendering import limit_note as limit_note
 from ares.agents.rendering import truncate_middle as truncate_middle
 from ares.llm.interceptor import LLMClient
-from ares.llm.types import LLMResponse, SamplingParams, user
+from ares.llm.types import LLMResponse, user
 from ares.sandbox.base import ExecResult, Sandbox
 from ares.tasks.model import Task
 
@@ -31,7 +30,7 @@ SUBMIT_COMMAND = "echo ARES_SUBMIT"
 
 
 @dataclass(frozen=True, slots=True)
-class BashAgentConfig:
+class BashAgentConfig(LoopSettings):
     """How the bash agent talks to its model. Templates are Jinja2 sources (StrictUndefined).
 
     Template variables: system ``submit_command``; instance ``instruction``, ``workdir``,
@@ -46,14 +45,6 @@ class BashAgentConfig:
     format_error_template: str = field(default_factory=lambda: default_template("bash_format_error.j2"))
     #: Command output beyond this many characters is cut in the middle.
     max_output_chars: int = 10_000
-    #: Malformed replies in a row after which the agent gives up (and the episode is verified).
-    max_format_errors: int = 3
-    #: LLM calls after which the agent stops by itself; None leaves limits to the environment.
-    step_limit: int | None = None
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    model: str | None = None
-    #: Compact the conversation when it would pass this budget; None never compacts.
-    context: ContextConfig | None = None
 
     def __post_init__(self) -> None:
         templates = (

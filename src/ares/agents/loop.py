@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from ares.agents import resumable
@@ -34,8 +34,22 @@ logger = logging.getLogger(__name__)
 ExitStatus = Literal["submitted", "format_errors", "step_limit"]
 
 
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    """The loop's own settings, which every built-in agent's config extends with its templates."""
+
+    #: Malformed replies in a row after which the agent gives up (and the episode is verified).
+    max_format_errors: int = 3
+    #: LLM calls after which the agent stops by itself; None leaves limits to the environment.
+    step_limit: int | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    model: str | None = None
+    #: Compact the conversation when it would pass this budget; None never compacts.
+    context: ContextConfig | None = None
+
+
 class LoopConfig(Protocol):
-    """What the loop reads from an agent's config; each agent's config adds its own templates."""
+    """What the loop reads from an agent's config (a ``LoopSettings``, or any object like one)."""
 
     @property
     def max_format_errors(self) -> int: ...

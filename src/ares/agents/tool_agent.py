@@ -19,12 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ares.agents.context import ContextConfig
 from ares.agents.file_tool import FILE_TOOL, FILE_TOOL_SCHEMA, FileTool, ToolCallError
-from ares.agents.loop import ConversationLoop, Turn, check_config
+from ares.agents.loop import ConversationLoop, LoopSettings, Turn, check_config
 from ares.agents.rendering import command_output, default_template, render
 from ares.llm.interceptor import LLMClient
-from ares.llm.types import LLMResponse, Message, SamplingParams, ToolCall, assistant, user
+from ares.llm.types import LLMResponse, Message, ToolCall, assistant, user
 from ares.sandbox.base import Sandbox
 from ares.tasks.model import Task
 
@@ -68,7 +67,7 @@ _JSON_TYPES: dict[str, tuple[type, str]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class ToolAgentConfig:
+class ToolAgentConfig(LoopSettings):
     """How the tool agent talks to its model. Templates are Jinja2 sources (StrictUndefined).
 
     Template variables: system and format error ``bash_tool``, ``file_tool``, ``submit_tool`` (and
@@ -86,14 +85,6 @@ class ToolAgentConfig:
     max_output_chars: int = 10_000
     #: Files larger than this the file tool refuses to load (the model is pointed to bash instead).
     max_file_bytes: int = 1_000_000
-    #: Replies in a row with no usable tool call after which the agent gives up (and the episode is verified).
-    max_format_errors: int = 3
-    #: LLM calls after which the agent stops by itself; None leaves limits to the environment.
-    step_limit: int | None = None
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    model: str | None = None
-    #: Compact the conversation when it would pass this budget; None never compacts.
-    context: ContextConfig | None = None
 
     def __post_init__(self) -> None:
         templates = (

@@ -20,14 +20,13 @@ import itertools
 from dataclasses import dataclass, field
 
 from ares.agents.bash_parser import FormatError
-from ares.agents.context import ContextConfig
-from ares.agents.loop import ConversationLoop, Turn, check_config
+from ares.agents.loop import ConversationLoop, LoopSettings, Turn, check_config
 from ares.agents.rendering import default_template, render, truncate_middle
 from ares.agents.terminal.action_format import TerminalActionFormat
 from ares.agents.terminal.keys import DEFAULT_DURATION_S, Command, parse_reply
 from ares.agents.terminal.tmux import TmuxSession
 from ares.llm.interceptor import LLMClient
-from ares.llm.types import LLMResponse, Message, SamplingParams, user
+from ares.llm.types import LLMResponse, Message, user
 from ares.sandbox.base import Sandbox
 from ares.tasks.model import Task
 
@@ -41,7 +40,7 @@ _POLL_S = (0.05, 0.1, 0.2, 0.4, 0.8, 1.0)
 
 
 @dataclass(frozen=True, slots=True)
-class TerminalAgentConfig:
+class TerminalAgentConfig(LoopSettings):
     """How the terminal agent talks to its model and sizes its terminal. Templates are Jinja2.
 
     Template variables: system ``width``, ``height``, ``default_duration``, ``max_duration_s``;
@@ -62,14 +61,6 @@ class TerminalAgentConfig:
     max_output_chars: int = 10_000
     #: The longest wait after one command; None: the task's per-command timeout.
     max_duration_s: float | None = None
-    #: Malformed replies in a row after which the agent gives up (and the episode is verified).
-    max_format_errors: int = 3
-    #: LLM calls after which the agent stops by itself; None leaves limits to the environment.
-    step_limit: int | None = None
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    model: str | None = None
-    #: Compact the conversation when it would pass this budget; None never compacts.
-    context: ContextConfig | None = None
 
     def __post_init__(self) -> None:
         positive = ("width", "height", "max_scrollback_lines", "max_output_chars", "max_format_errors")
