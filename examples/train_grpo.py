@@ -164,12 +164,14 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
                     model, reference, optimizer, samples, beta=args.beta, pad_id=pad_id,
                     micro_batch=args.micro_batch, temperature=args.temperature or 1.0,
                 )  # fmt: skip
+            policy.version = step + 1  # the next rollouts come from the weights this step made
             rewards = [s.reward for s in samples if s.reward is not None]
             write({
                 "step": step, "samples": len(samples),
                 "mean_reward": statistics.fmean(rewards) if rewards else math.nan,
                 **stats, "sample_s": sampled - began, "wall_s": time.monotonic() - began,
                 "completion_tokens": sum(s.sampled_tokens for s in samples),
+                "policy_versions": sorted({v for s in samples for _, _, v in s.version_segments}),
             })  # fmt: skip
     return log
 

@@ -44,4 +44,5 @@ def test_two_grpo_steps_log_finite_losses_and_on_policy_logprobs(tmp_path: Path)
         assert 0.0 <= s["mean_reward"] <= 1.0
         assert math.isfinite(s["loss"]) and s["kl"] >= 0.0
         assert s["logprob_max_abs_diff"] < SAME_WEIGHTS_TOLERANCE
+        assert s["policy_versions"] == [s["step"]]  # step t trains on tokens of the weights after t steps
         assert s["wall_s"] > 0

@@ -42,6 +42,9 @@ def print_summary(console: Console, summary: RunSummary, out_dir: Path) -> None:
         rows.append(("cost", f"${summary.cost_usd:.4f}"))
     if summary.groups:
         rows.append(("groups", _groups_line(summary)))
+    if summary.blames:
+        blames = ", ".join(f"{k}={v}" for k, v in sorted(summary.blames.items()))
+        rows.append(("blame", f"{blames}; {summary.masked} masked for training"))
     rows.append(("results", str(out_dir)))
     for key, value in rows:
         table.add_row(key, Text(value))

@@ -42,7 +42,7 @@ from ares.envs.snapshots.model import EnvironmentSnapshot
 from ares.envs.snapshots.restoring import carry_over, snapshot_sandbox
 from ares.envs.task_sampler import TaskSampler
 from ares.envs.task_sampler import TaskSelector as TaskSelector  # re-exported: moved there
-from ares.envs.verification import record_verdict, verify_traced
+from ares.envs.verification import BROKE_TESTS, record_verdict, tests_run_on_pristine, verify_traced
 from ares.errors import AgentError, EnvironmentStateError, SnapshotError, TaskError, VerifierError
 from ares.llm.interceptor import AgentFinished, InterceptedLLMClient
 from ares.llm.tokens import TokenRenderer
@@ -414,14 +414,35 @@ class CodeEnvironment:
             await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
             raise
         except Exception as exc:  # any failure to verify ends the episode as data, not a crash
-            if isinstance(exc, VerifierError) and isinstance(exc.evidence, Verdict):
-                record_verdict(episode, exc.evidence)
-            await self._teardown(EpisodeStatus.ERRORED, exc)
-            return termination(0.0)
+            return await self._failed_verification(exc, limit)
         episode.reward, episode.reward_terms, episode.truncation = verdict.reward, verdict.terms, limit
         record_verdict(episode, verdict)
         await self._teardown(EpisodeStatus.TRUNCATED if limit else EpisodeStatus.FINISHED, reason=reason)
         return truncation(verdict.reward) if limit else termination(verdict.reward)
+
+    async def _failed_verification(self, exc: Exception, limit: str | None) -> TimeStep[LLMRequest]:
+        """The tests gave no reward. If they give one on a pristine tree, the agent's changes broke
+        them: its zero (term ``verifier_failed``, blame ``policy``), never an errored episode a
+        trainer would mask. Otherwise the task is to blame and the episode errors."""
+        episode, task = self.episode, self.task
+        assert episode is not None and task is not None
+        if isinstance(exc, VerifierError) and isinstance(exc.evidence, Verdict):
+            record_verdict(episode, exc.evidence)
+        try:
+            broken_by_agent = isinstance(exc, VerifierError) and await tests_run_on_pristine(
+                task, self._sandbox_factory
+            )
+        except asyncio.CancelledError:
+            await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
+            raise
+        if not broken_by_agent:
+            await self._teardown(EpisodeStatus.ERRORED, exc)
+            return termination(0.0)
+        episode.reward, episode.reward_terms, episode.truncation = 0.0, {BROKE_TESTS: 1.0}, limit
+        episode.outcome, episode.blame = False, "policy"
+        episode.metadata["verifier_error"] = f"{type(exc).__name__}: {exc}"
+        await self._teardown(EpisodeStatus.TRUNCATED if limit else EpisodeStatus.FINISHED, reason=BROKE_TESTS)
+        return truncation(0.0) if limit else termination(0.0)
 
     async def _teardown(
         self, status: EpisodeStatus, error: BaseException | None = None, *, reason: str | None = None

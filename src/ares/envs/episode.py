@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ares.core.status import EpisodeStatus
+from ares.envs.blame import Blame, blame_for, masked
 from ares.sandbox.base import DiffSummary
 
 
@@ -26,6 +27,9 @@ class ErrorInfo:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         return cls(type(exc).__name__, str(exc), tb)
 
+
+#: The reward at which the verifier's verdict counts as a pass (``Episode.outcome``).
+PASS_REWARD = 1.0
 
 _DEFAULT_REASONS = {
     EpisodeStatus.ERRORED: "error",
@@ -46,6 +50,11 @@ class Episode:
     steps: int = 0
     reward: float | None = None
     reward_terms: Mapping[str, float] = field(default_factory=dict)
+    #: The verifier's pass/fail (reward at least ``PASS_REWARD``), apart from the reward a wrapper
+    #: may shape; None when the tests gave no verdict. Group statistics and filters read this.
+    outcome: bool | None = None
+    #: Who is to blame when the episode did not simply finish (``ares.envs.blame``); None otherwise.
+    blame: Blame | None = None
     error: ErrorInfo | None = None
     truncation: str | None = None  # why a limit cut the episode ("step_limit", "time_limit", "context_limit")
     verifier_stdout: str = ""
@@ -103,6 +112,13 @@ class Episode:
             self.error = ErrorInfo.from_exception(error)
         if self.exit_reason is None:
             self.exit_reason = reason or _DEFAULT_REASONS.get(status)
+        if self.blame is None:
+            self.blame = blame_for(status, error, self.sandbox_crash)
+
+    @property
+    def masked(self) -> bool:
+        """Whether a trainer should leave this episode out: its blame is not the policy's doing."""
+        return masked(self.blame)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +129,9 @@ class Episode:
             "steps": self.steps,
             "reward": self.reward,
             "reward_terms": dict(self.reward_terms),
+            "outcome": self.outcome,
+            "blame": self.blame,
+            "masked": self.masked,
             "error": None if self.error is None else {
                 "type": self.error.type, "message": self.error.message, "traceback": self.error.traceback,
             },

@@ -48,6 +48,7 @@ R = TypeVar("R")
 TOKEN_IDS_KEY = "ares_token_ids"
 LOGPROBS_KEY = "ares_logprobs"
 FINISH_REASON_KEY = "ares_finish_reason"
+POLICY_VERSION_KEY = "ares_policy_version"
 #: The ``extra`` key under which a dialect keeps reasoning items (or thinking blocks) verbatim.
 REASONING_KEY = "ares_reasoning"
 
@@ -170,7 +171,7 @@ def read_request(
 #: How ``merge`` reads the response keys ``read_response`` and ``token_usage`` read.
 RESPONSE_PARSERS: Parsers = {
     "id": opt_id, "model": opt_id, COST_KEY: opt_num, TOKEN_IDS_KEY: opt_ints, LOGPROBS_KEY: opt_nums,
-    "input_tokens": opt_int, "output_tokens": opt_int,
+    "input_tokens": opt_int, "output_tokens": opt_int, POLICY_VERSION_KEY: opt_int,
 }  # fmt: skip
 
 
@@ -219,6 +220,7 @@ def read_response(
         token_ids=opt_ints(b.get(TOKEN_IDS_KEY), TOKEN_IDS_KEY),
         logprobs=logprobs if LOGPROBS_KEY not in b else opt_nums(b[LOGPROBS_KEY], LOGPROBS_KEY),
         extra=extra,
+        policy_version=opt_int(b.get(POLICY_VERSION_KEY), POLICY_VERSION_KEY),
     )
     return replace(resp, extra={**resp.extra, **residual(b, render(resp))})
 
@@ -231,4 +233,5 @@ def response_extensions(r: LLMResponse, derived_finish: str | None, *, logprobs:
         TOKEN_IDS_KEY: listed(r.token_ids),
         LOGPROBS_KEY: listed(r.logprobs) if logprobs else None,
         FINISH_REASON_KEY: r.finish_reason if derived_finish != r.finish_reason else None,
+        POLICY_VERSION_KEY: r.policy_version,
     }

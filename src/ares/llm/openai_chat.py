@@ -50,6 +50,7 @@ from ares.llm._wire import (
 from ares.llm._wire import METADATA_KEY as METADATA_KEY  # re-exported: part of this API
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY as PROMPT_TOKEN_IDS_KEY
 from ares.llm._wire import strip_extensions as strip_extensions
+from ares.llm.codec_core import POLICY_VERSION_KEY
 from ares.llm.types import LLMRequest, LLMResponse, Message, Role, ToolCall, Usage
 
 NO_SYSTEM_PROMPT_KEY = "ares_no_system_prompt"
@@ -240,7 +241,8 @@ def _response_fields(r: LLMResponse) -> tuple[Json, Json, Json]:
     choice.update(finish_reason=r.finish_reason, **some({TOKEN_IDS_KEY: listed(r.token_ids)}))
     top = {"id": r.id or "", "object": "chat.completion", "created": 0, "model": r.model or "", "choices": []}
     usage = None if r.usage is None else usage_to_openai(r.usage)
-    return {**top, **some({"usage": usage, COST_KEY: r.cost})}, choice, message
+    extensions = {"usage": usage, COST_KEY: r.cost, POLICY_VERSION_KEY: r.policy_version}
+    return {**top, **some(extensions)}, choice, message
 
 
 #: How to read each modelled wire key, to tell a re-spelling kept in ``extra`` from a stale value.
@@ -249,7 +251,7 @@ _PARSERS: Mapping[str, Callable[[Any], Any]] = {
     "model": _id, "tools": _tools, **_KEYS.parsers(), NO_SYSTEM_PROMPT_KEY: _flag, "content": _content,
     "tool_calls": _tool_calls, "tool_call_id": opt_str, "name": opt_str, "id": _id, "usage": _usage,
     COST_KEY: opt_num, "logprobs": _logprobs, "finish_reason": opt_str, TOKEN_IDS_KEY: opt_ints,
-    "prompt_tokens": opt_int, "completion_tokens": opt_int,
+    "prompt_tokens": opt_int, "completion_tokens": opt_int, POLICY_VERSION_KEY: opt_int,
 }
 # fmt: on
 
@@ -284,6 +286,7 @@ def response_from_openai(body: object) -> LLMResponse:
         id=_id(b.get("id")),
         token_ids=opt_ints(c.get(TOKEN_IDS_KEY), f"choices[0].{TOKEN_IDS_KEY}"),
         logprobs=_logprobs(c.get("logprobs"), "choices[0].logprobs"),
+        policy_version=opt_int(b.get(POLICY_VERSION_KEY), POLICY_VERSION_KEY),
     )
     top, choice, message = _response_fields(resp)
     extra = residual(b, top, skip="choices")

@@ -110,7 +110,9 @@ class Usage:
 class LLMResponse:
     """The action: the policy's answer to an LLMRequest.
 
-    ``token_ids`` and ``logprobs`` (one per generated token) make token-exact RL possible.
+    ``token_ids`` and ``logprobs`` (one per generated token) make token-exact RL possible;
+    ``policy_version`` is the version of the weights that answered (a trainer's step counter), as
+    the policy reports it (None: not known), so a trainer can tell on-policy from stale tokens.
     """
 
     content: str | None = None
@@ -123,6 +125,7 @@ class LLMResponse:
     token_ids: tuple[int, ...] | None = None
     logprobs: tuple[float, ...] | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    policy_version: int | None = None
 
     def message(self) -> Message:
         """The response as an assistant message, ready to append to a conversation."""

@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from ares import tracing
@@ -27,16 +28,33 @@ class ClosableLLMClient(Protocol):
     async def aclose(self) -> None: ...
 
 
+#: Which weights answer: a fixed version, or a callable read as each answer arrives (e.g. the
+#: trainer's step counter, or the version its inference server last loaded).
+VersionSource = int | Callable[[], int | None] | None
+
+
+def current_version(source: VersionSource) -> int | None:
+    """The version ``source`` says is serving now."""
+    return source() if callable(source) else source
+
+
 @dataclass(frozen=True, slots=True)
 class ClientPolicy:
-    """Answers each observation by asking the client's model; stateless, so episodes may share it."""
+    """Answers each observation by asking the client's model; stateless, so episodes may share it.
+
+    An answer that does not carry its ``policy_version`` (a server may send ``ares_policy_version``)
+    is stamped with ``policy_version``'s current value."""
 
     client: ClosableLLMClient
+    policy_version: VersionSource = None
 
     async def act(self, observation: LLMRequest) -> LLMResponse:
         model = self.client.model or observation.model or ""
         with tracing.span("policy.http", cat="policy", level="full", model=model):
-            return await self.client(observation)
+            response = await self.client(observation)
+        if response.policy_version is None and self.policy_version is not None:
+            response = replace(response, policy_version=current_version(self.policy_version))
+        return response
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +62,11 @@ class ClientPolicyFactory:
     """A PolicyFactory whose episodes share one client (one connection pool, one model)."""
 
     client: ClosableLLMClient
+    #: The version stamped on answers that carry none (see ``ClientPolicy``).
+    policy_version: VersionSource = None
 
     def __call__(self, task: Task, action_format: ActionFormat) -> Policy:
-        return ClientPolicy(self.client)
+        return ClientPolicy(self.client, self.policy_version)
 
     async def aclose(self) -> None:
         """Close the shared client once no episode needs it any more (the runner calls this)."""

@@ -11,7 +11,7 @@ import importlib
 from typing import Any
 
 from ares.errors import UnknownPresetError
-from ares.policies.client import ClientPolicy, ClientPolicyFactory, ClosableLLMClient
+from ares.policies.client import ClientPolicy, ClientPolicyFactory, ClosableLLMClient, VersionSource
 
 #: Policy name -> (module, client class) in ``ares.llm.sdk``; imported only when asked for.
 SDK_POLICIES = {
@@ -23,21 +23,26 @@ __all__ = ["SDK_POLICIES", "ClientPolicy", "ClientPolicyFactory", "ClosableLLMCl
 
 
 def sdk_policy_factory(
-    name: str, *, client: ClosableLLMClient | None = None, **options: Any
+    name: str,
+    *,
+    client: ClosableLLMClient | None = None,
+    policy_version: VersionSource = None,
+    **options: Any,
 ) -> ClientPolicyFactory:
     """A factory for the ``name`` SDK policy; ``options`` go to the client's ``from_env``.
 
     Options: ``model``, ``base_url``, ``api_key``, ``api_key_env`` (the variable to read the key
     from; default ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY``), ``timeout_s``, ``max_retries``,
     ``max_tokens``, ``temperature``, ``prices`` (``ares.llm.sdk.pricing.Price``, or a table of them
-    by model name). Pass ``client`` instead to share an existing client.
+    by model name). Pass ``client`` instead to share an existing client. ``policy_version`` stamps
+    answers with the version that made them (a value or a callable).
     """
     if name not in SDK_POLICIES:
         raise UnknownPresetError(f"unknown SDK policy {name!r}; choose one of: {', '.join(SDK_POLICIES)}")
     if client is not None:
         if options:
             raise TypeError("pass either client= or client options, not both")
-        return ClientPolicyFactory(client)
+        return ClientPolicyFactory(client, policy_version)
     module_name, class_name = SDK_POLICIES[name]
     client_class = getattr(importlib.import_module(module_name), class_name)
-    return ClientPolicyFactory(client_class.from_env(**options))
+    return ClientPolicyFactory(client_class.from_env(**options), policy_version)

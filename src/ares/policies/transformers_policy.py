@@ -49,7 +49,7 @@ class GenerationSettings:
 @dataclass(slots=True)
 class _Pending:
     prompt: list[int]
-    answer: asyncio.Future[tuple[list[int], list[float]]]
+    answer: asyncio.Future[tuple[list[int], list[float], int]]
 
 
 @dataclass(slots=True)
@@ -59,6 +59,9 @@ class TransformersPolicy:
     model: Any  # a transformers PreTrainedModel (causal LM)
     tokenizer: Any  # its tokenizer, with a chat template
     settings: GenerationSettings = field(default_factory=GenerationSettings)
+    #: The weights' version, stamped on every answer (``LLMResponse.policy_version``): the trainer
+    #: adds one after each optimizer step, so records tell which weights made each token.
+    version: int = 0
     _queue: list[_Pending] = field(default_factory=list)
     _worker: asyncio.Task[None] | None = None
 
@@ -82,7 +85,7 @@ class TransformersPolicy:
         self._queue.append(pending)
         if self._worker is None or self._worker.done():
             self._worker = asyncio.create_task(self._drain())
-        ids, logprobs = await pending.answer
+        ids, logprobs, version = await pending.answer
         eos = set(_eos_ids(self.model, self.tokenizer))
         stopped = bool(ids) and ids[-1] in eos
         return LLMResponse(
@@ -93,6 +96,7 @@ class TransformersPolicy:
             token_ids=tuple(ids),
             logprobs=tuple(logprobs),
             extra={PROMPT_TOKEN_IDS_KEY: list(prompt)},  # a list, as a reloaded record has it
+            policy_version=version,
         )
 
     async def _drain(self) -> None:
@@ -102,6 +106,7 @@ class TransformersPolicy:
                 await asyncio.sleep(self.settings.gather_s)
             batch = self._queue[: self.settings.batch_size]
             del self._queue[: len(batch)]
+            version = self.version  # the weights this batch is generated with
             try:
                 answers = await asyncio.to_thread(self._generate, [p.prompt for p in batch])
             except Exception as e:  # handed to each waiting episode
@@ -109,9 +114,9 @@ class TransformersPolicy:
                     if not p.answer.done():
                         p.answer.set_exception(LLMError(f"generation failed: {type(e).__name__}: {e}"))
                 continue
-            for p, answer in zip(batch, answers, strict=True):
+            for p, (ids, logprobs) in zip(batch, answers, strict=True):
                 if not p.answer.done():
-                    p.answer.set_result(answer)
+                    p.answer.set_result((ids, logprobs, version))
 
     def _generate(self, prompts: list[list[int]]) -> list[tuple[list[int], list[float]]]:
         """Sample one completion per prompt: (token ids up to and including EOS, their logprobs)."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ares.core.status import EpisodeStatus
+from ares.envs.blame import Blame, masked
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +42,22 @@ class EpisodeResult:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost_usd: float | None = None
+    #: The verifier's pass/fail apart from the reward (``Episode.outcome``); None without a verdict.
+    outcome: bool | None = None
+    #: Who is to blame when the episode did not simply finish (``ares.envs.blame``).
+    blame: Blame | None = None
 
     @property
     def passed(self) -> bool:
-        return self.status is EpisodeStatus.FINISHED and (self.reward or 0.0) >= 1.0
+        """Finished with a pass: the verifier's outcome where known, else a reward of at least 1."""
+        if self.status is not EpisodeStatus.FINISHED:
+            return False
+        return self.outcome if self.outcome is not None else (self.reward or 0.0) >= 1.0
+
+    @property
+    def masked(self) -> bool:
+        """Whether a trainer should leave this episode out (``ares.envs.blame.MASKED``)."""
+        return masked(self.blame)
 
     @property
     def errored(self) -> bool:
@@ -68,6 +81,9 @@ class EpisodeResult:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": self.cost_usd,
+            "outcome": self.outcome,
+            "blame": self.blame,
+            "masked": self.masked,
         }
 
     @classmethod
@@ -75,7 +91,7 @@ class EpisodeResult:
         """Rebuild a result written by ``to_dict`` (``ares run --resume`` reads earlier runs)."""
         own = {
             "index", "task_id", "status", "reward", "steps", "passed", "runner_duration_s", "group",
-            "step_latencies_s", "policy_latencies_s",
+            "step_latencies_s", "policy_latencies_s", "outcome", "blame", "masked",
         }  # fmt: skip
         return cls(
             index=int(data["index"]),
@@ -93,6 +109,8 @@ class EpisodeResult:
             prompt_tokens=data.get("prompt_tokens"),
             completion_tokens=data.get("completion_tokens"),
             cost_usd=data.get("cost_usd"),
+            outcome=data.get("outcome"),
+            blame=data.get("blame"),
         )
 
 
@@ -140,6 +158,9 @@ class RunSummary:
     completion_tokens: int | None = None
     cost_usd: float | None = None
     groups: tuple[GroupStats, ...] = ()
+    #: Episodes by blame (``infra``, ``policy``, ``task``, ``limit``), and how many a trainer masks.
+    blames: dict[str, int] = field(default_factory=dict)
+    masked: int = 0
 
     @property
     def scored(self) -> int:
@@ -169,6 +190,8 @@ class RunSummary:
             completion_tokens=_total(r.completion_tokens for r in results),
             cost_usd=_total(r.cost_usd for r in results),
             groups=_group_stats(results),
+            blames=dict(Counter(r.blame for r in results if r.blame is not None)),
+            masked=sum(r.masked for r in results),
         )
 
 

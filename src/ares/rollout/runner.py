@@ -22,6 +22,7 @@ from ares.core.environment import Environment
 from ares.core.episodic import EpisodicEnvironment, episodic
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import transition
+from ares.envs.blame import Blame, blame_for, error_blame
 from ares.envs.episode import ErrorInfo
 from ares.errors import AresTimeoutError, PolicyTimeoutError
 from ares.llm.types import LLMResponse
@@ -163,7 +164,20 @@ class _Play:
             prompt_tokens=self.tokens.prompt,
             completion_tokens=self.tokens.completion,
             cost_usd=self.tokens.cost,
+            outcome=None if episode is None else episode.outcome,
+            blame=_blame(episode, status, error),
         )
+
+
+def _blame(episode: Any, status: EpisodeStatus, error: BaseException | None) -> Blame | None:
+    """The episode's own blame; for an error the runner saw (the policy's), or an environment
+    without an episode record, the rules of ``ares.envs.blame`` applied here."""
+    blame: Blame | None = getattr(episode, "blame", None)
+    if blame is not None:
+        return blame
+    if status is EpisodeStatus.ERRORED:
+        return error_blame(error)
+    return blame_for(status, error, None)
 
 
 def _policy(policy_factory: PolicyFactory, env: EpisodicEnvironment[Any, Any]) -> Any:

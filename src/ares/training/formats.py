@@ -20,14 +20,15 @@ from ares.training.sequences import TokenSequence
 def skyrl_generator_output(sequences: Sequence[TokenSequence]) -> dict[str, Any]:
     """SkyRL ``GeneratorOutput``: one entry per sequence, one reward per sequence.
 
-    A sequence without a reward (its episode errored) gets reward 0.0 and an all-zero loss mask,
-    so it adds no gradient; drop such sequences first if the group may shrink.
+    A sequence that is not ``trainable`` (no reward, or masked for an infra or task fault) gets
+    reward 0.0 and an all-zero loss mask, so it adds no gradient; drop such sequences first if the
+    group may shrink.
     """
     return {
         "prompt_token_ids": [list(s.prompt_ids) for s in sequences],
         "response_ids": [list(s.completion_ids) for s in sequences],
-        "rewards": [0.0 if s.reward is None else float(s.reward) for s in sequences],
-        "loss_masks": [list(s.mask) if s.reward is not None else [0] * len(s.mask) for s in sequences],
+        "rewards": [float(s.reward) if s.trainable and s.reward is not None else 0.0 for s in sequences],
+        "loss_masks": [list(s.mask) if s.trainable else [0] * len(s.mask) for s in sequences],
         "rollout_logprobs": (
             None
             if any(s.logprobs is None for s in sequences)

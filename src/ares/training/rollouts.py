@@ -29,8 +29,8 @@ class Rollouts:
     sequences: tuple[tuple[TokenSequence, ...], ...]
 
     def scored(self) -> list[TokenSequence]:
-        """The sequences of episodes with a reward (errored and cancelled episodes left out)."""
-        return [s for per_episode in self.sequences for s in per_episode if s.reward is not None]
+        """The sequences a trainer learns from: with a reward and not masked (``trainable``)."""
+        return [s for per_episode in self.sequences for s in per_episode if s.trainable]
 
 
 async def collect_rollouts(
@@ -65,16 +65,17 @@ def group_advantages(
 ) -> list[float]:
     """GRPO advantages: each reward minus its group's mean, over the group's spread when ``scale``.
 
-    A sequence without a reward gets 0.0 and is left out of its group's statistics.
+    A sequence that is not ``trainable`` (no reward, or masked) gets 0.0 and is left out of its
+    group's statistics.
     """
     groups: dict[str | None, list[float]] = {}
     for s in sequences:
-        if s.reward is not None:
+        if s.trainable and s.reward is not None:
             groups.setdefault(s.group_id, []).append(s.reward)
     stats = {g: (statistics.fmean(r), statistics.pstdev(r)) for g, r in groups.items()}
     out = []
     for s in sequences:
-        if s.reward is None:
+        if not s.trainable or s.reward is None:
             out.append(0.0)
             continue
         mean, spread = stats[s.group_id]

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ares.envs.blame import masked
 from ares.errors import AresError
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
 from ares.llm.context_marks import CONTEXT_KEY
-from ares.records.exports.turns import Turn, episode_reward, turns
+from ares.records.exports.turns import Turn, episode_fact, episode_reward, turns
 from ares.records.model import EpisodeRecord
 
 #: Episode statuses that come with a reward a trainer may use (the others ended without a verdict).
@@ -70,12 +71,27 @@ class TokenSequence:
     #: The episode turn this sequence begins at, and why it begins there.
     first_turn: int = 0
     start: SequenceStart = "episode"
+    #: The verifier's pass/fail apart from the (possibly shaped) reward; None without a verdict.
+    outcome: bool | None = None
+    #: Who is to blame when the episode did not simply finish (``ares.envs.blame``), and whether
+    #: the whole sample is to be left out for it (infra and task faults: not the policy's doing).
+    blame: str | None = None
+    masked: bool = False
+    #: Which weights made which tokens: ``(start, end, version)`` over ``completion_ids`` (end
+    #: exclusive; observation tokens between two answers of one version stay in its segment), in
+    #: order; the version is the answer's ``policy_version`` (None: not reported).
+    version_segments: tuple[tuple[int, int, int | None], ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.mask) != len(self.completion_ids):
             raise ValueError("mask and completion_ids differ in length")
         if self.logprobs is not None and len(self.logprobs) != len(self.completion_ids):
             raise ValueError("logprobs and completion_ids differ in length")
+
+    @property
+    def trainable(self) -> bool:
+        """Whether a trainer learns from this sample: it has a reward and is not masked."""
+        return self.reward is not None and not self.masked
 
     @property
     def sampled_tokens(self) -> int:
@@ -95,6 +111,8 @@ def token_sequences(episode: EpisodeRecord, *, strict: bool = False) -> list[Tok
     ``strict`` ``PrefixError`` when a prompt neither extends its sequence nor follows a compaction.
     """
     reward = episode_reward(episode) if episode.status in SCORED else None
+    blame, outcome = episode_fact(episode, "blame"), episode_fact(episode, "outcome")
+    is_masked = masked(blame) if blame is not None else episode.status not in SCORED
     metadata = episode.metadata if isinstance(episode.metadata, Mapping) else {}
     index = metadata.get("episode_index")
     group = metadata.get("group_id")
@@ -103,19 +121,20 @@ def token_sequences(episode: EpisodeRecord, *, strict: bool = False) -> list[Tok
         prompt, completion, logprobs = _turn_tokens(episode, turn)
         current = chains[-1] if chains else None
         compacted = turn.prompt is not None and turn.prompt.metadata.get(CONTEXT_KEY) == "compacted"
+        version = turn.response.policy_version
         if current is None:
-            chains.append(_Chain(prompt, completion, logprobs, turn.index, "episode"))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "episode", version))
         elif compacted:
-            chains.append(_Chain(prompt, completion, logprobs, turn.index, "compaction"))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "compaction", version))
         elif current.extends_into(prompt):
-            current.add(prompt, completion, logprobs)
+            current.add(prompt, completion, logprobs, version)
         elif strict:
             raise PrefixError(
                 f"episode {episode.episode_id} turn {turn.index}: the prompt does not extend the previous "
                 "prompt + completion and follows no compaction"
             )
         else:
-            chains.append(_Chain(prompt, completion, logprobs, turn.index, "reset"))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "reset", version))
     return [
         TokenSequence(
             episode_id=episode.episode_id,
@@ -131,6 +150,10 @@ def token_sequences(episode: EpisodeRecord, *, strict: bool = False) -> list[Tok
             turns=c.turns,
             first_turn=c.first_turn,
             start=c.start,
+            outcome=outcome if isinstance(outcome, bool) else None,
+            blame=str(blame) if blame is not None else None,
+            masked=is_masked,
+            version_segments=tuple((start, end, v) for start, end, v in c.segments),
         )
         for c in chains
     ]
@@ -151,6 +174,7 @@ class _Chain:
         logprobs: Sequence[float] | None,
         first_turn: int,
         start: SequenceStart,
+        version: int | None = None,
     ) -> None:
         self.first_turn, self.start = first_turn, start
         self.prompt = list(prompt)
@@ -158,6 +182,7 @@ class _Chain:
         self.mask = [1] * len(completion)
         self.logprobs = None if logprobs is None else list(logprobs)
         self.turns = 1
+        self.segments: list[list[Any]] = [[0, len(completion), version]] if completion else []
 
     def extends_into(self, prompt: Sequence[int]) -> bool:
         """Whether ``prompt`` starts with everything so far (so the policy saw it exactly)."""
@@ -166,8 +191,19 @@ class _Chain:
             return False
         return list(prompt[:n]) == self.prompt and list(prompt[n:head]) == self.completion
 
-    def add(self, prompt: Sequence[int], completion: Sequence[int], logprobs: Sequence[float] | None) -> None:
+    def add(
+        self,
+        prompt: Sequence[int],
+        completion: Sequence[int],
+        logprobs: Sequence[float] | None,
+        version: int | None = None,
+    ) -> None:
         added = list(prompt[len(self.prompt) + len(self.completion) :])
+        start = len(self.completion) + len(added)
+        if completion and self.segments and self.segments[-1][2] == version:
+            self.segments[-1][1] = start + len(completion)
+        elif completion:
+            self.segments.append([start, start + len(completion), version])
         self.completion += added + list(completion)
         self.mask += [0] * len(added) + [1] * len(completion)
         if self.logprobs is not None and logprobs is not None:
@@ -206,6 +242,7 @@ def sequence_row(sequence: TokenSequence) -> dict[str, Any]:
     row = {name: getattr(sequence, name) for name in SEQUENCE_FIELDS}
     for name in ("prompt_ids", "completion_ids", "mask", "logprobs"):
         row[name] = None if row[name] is None else list(row[name])
+    row["version_segments"] = [list(segment) for segment in sequence.version_segments]
     return row
 
 
@@ -223,7 +260,7 @@ def write_sequences_jsonl(episodes: Iterable[EpisodeRecord], path: Path) -> int:
 
 
 #: Fields added after the first rows were written: rows without them load with the defaults.
-_ADDED = frozenset({"first_turn", "start"})
+_ADDED = frozenset({"first_turn", "start", "outcome", "blame", "masked", "version_segments"})
 
 
 def load_sequences_jsonl(path: Path) -> list[TokenSequence]:
@@ -239,5 +276,7 @@ def load_sequences_jsonl(path: Path) -> list[TokenSequence]:
             raise ValueError(f"{path}:{number}: not a token sequence row ({e})") from None
         for name in ("prompt_ids", "completion_ids", "mask", "logprobs"):
             values[name] = None if values[name] is None else tuple(values[name])
+        if "version_segments" in values:
+            values["version_segments"] = tuple(tuple(segment) for segment in values["version_segments"])
         sequences.append(TokenSequence(**values))
     return sequences

@@ -67,11 +67,12 @@ class TinkerPolicy:
 def tinker_datums(sequences: Sequence[TokenSequence], advantages: Sequence[float] | None = None) -> list[Any]:
     """``tinker.Datum``s for ``TrainingClient.forward_backward(..., loss_fn="importance_sampling")``.
 
-    ``advantages`` default to GRPO's group-relative ones; sequences without a reward are left out.
+    ``advantages`` default to GRPO's group-relative ones; sequences that are not ``trainable`` (no
+    reward, or masked) are left out.
     """
     import tinker
 
-    scored = [s for s in sequences if s.reward is not None]
+    scored = [s for s in sequences if s.trainable]
     if advantages is None:
         advantages = group_advantages(scored)
     elif len(advantages) != len(scored):

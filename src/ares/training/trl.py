@@ -78,12 +78,12 @@ def trl_columns(sequences: Sequence[TokenSequence | None], eos_id: int) -> dict[
             out["env_mask"].append([0])
             out[REWARD_COLUMN].append(None)
             continue
-        scored = s.reward is not None
+        scored = s.trainable
         out["prompt_ids"].append(list(s.prompt_ids))
         out["completion_ids"].append(list(s.completion_ids))
         out["logprobs"].append(list(s.logprobs) if s.logprobs is not None else [0.0] * len(s.completion_ids))
         out["env_mask"].append(list(s.mask) if scored else [0] * len(s.mask))
-        out[REWARD_COLUMN].append(s.reward)
+        out[REWARD_COLUMN].append(s.reward if scored else None)  # a masked sample scores nothing
     return out
 
 

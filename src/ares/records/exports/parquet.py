@@ -97,7 +97,8 @@ def turn_schema() -> pa.Schema:
         "sequence_start": pa.bool_(), "reward": pa.float64(), "episode_reward": pa.float64(),
         "last_turn": pa.bool_(),
         "policy_latency_s": pa.float64(), "prompt_tokens": pa.int64(), "completion_tokens": pa.int64(),
-        "cost_usd": pa.float64(),
+        "cost_usd": pa.float64(), "episode_outcome": pa.bool_(), "episode_masked": pa.bool_(),
+        "policy_version": pa.int64(), "requested_at": pa.float64(), "answered_at": pa.float64(),
     }  # fmt: skip
     return pa.schema([(name, types.get(name, pa.string())) for name in TURN_FIELDS])
 

@@ -29,7 +29,11 @@ with ``trace="off"``. Rows (``turn_row``/``turn_rows``; ``TURN_FIELDS`` in order
   turn, the episode's final reward); ``episode_reward`` (on every row); ``last_turn``;
 - ``episode_status``, ``exit_reason``, ``truncation``, ``episode_error`` (``"Type: message"``);
 - ``policy_latency_s``, ``prompt_tokens``, ``completion_tokens``, ``cost_usd``: what the decision
-  cost (from the trace's ``extra["policy"]`` when recorded, else the response's usage and cost).
+  cost (from the trace's ``extra["policy"]`` when recorded, else the response's usage and cost);
+- ``episode_outcome`` (the verifier's pass/fail), ``episode_blame`` and ``episode_masked``: whether
+  a trainer should leave the episode out (``ares.envs.blame``);
+- ``policy_version``: the version of the weights that answered; ``requested_at`` / ``answered_at``:
+  when the prompt was handed to the policy and when the answer came back (wall time).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ TURN_FIELDS = (
     "context", "sequence_start",
     "finish_reason", "model", "reward", "episode_reward", "last_turn", "episode_status", "exit_reason",
     "truncation", "episode_error", "policy_latency_s", "prompt_tokens", "completion_tokens", "cost_usd",
+    "episode_outcome", "episode_blame", "episode_masked", "policy_version", "requested_at", "answered_at",
 )  # fmt: skip
 ACCOUNTING = ("policy_latency_s", "prompt_tokens", "completion_tokens", "cost_usd")
 
@@ -251,8 +256,26 @@ def turn_row(episode: EpisodeRecord, turn: Turn, before: Turn | None = None) -> 
         "truncation": episode.truncation,
         "episode_error": episode_error(episode),
         **accounting(turn),
+        **episode_verdict(episode),
+        "policy_version": resp.policy_version,
+        # When the observation was handed to the policy and when its answer came back (wall time).
+        "requested_at": None if turn.prompt_step is None else turn.prompt_step.ended_at,
+        "answered_at": turn.step.started_at,
     }
     return row
+
+
+def episode_verdict(episode: EpisodeRecord) -> Json:
+    """The episode's outcome (the verifier's pass/fail), blame and whether a trainer masks it
+    (``ares.envs.blame``); a record without them is masked when it has no score."""
+    outcome, blame, masked = (episode_fact(episode, name) for name in ("outcome", "blame", "masked"))
+    if masked is None:
+        masked = episode.status not in ("finished", "truncated")
+    return {
+        "episode_outcome": outcome if isinstance(outcome, bool) else None,
+        "episode_blame": _str_or_none(blame),
+        "episode_masked": bool(masked),
+    }
 
 
 def turn_rows(episodes: Iterable[EpisodeRecord]) -> list[Json]:

@@ -1,0 +1,92 @@
+"""Which weights made which tokens: ``LLMResponse.policy_version`` survives every wire form, an API
+policy stamps the version its trainer says is serving, and a training sequence carries per-token
+version segments beside its logprobs (and its JSONL round-trips them)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ares.llm import anthropic_messages, openai_chat, openai_responses
+from ares.llm.types import LLMRequest, LLMResponse, user
+from ares.policies.client import ClientPolicyFactory
+from ares.records.exports.turns import turn_rows
+from ares.training import token_sequences
+from ares.training.sequences import load_sequences_jsonl, write_sequences_jsonl
+from training_records import episode, request, response
+
+ANSWER = LLMResponse(content="hi", token_ids=(5, 6), logprobs=(-0.5, -0.25), policy_version=7)
+
+
+@pytest.mark.parametrize(
+    ("to_wire", "from_wire"),
+    [
+        (openai_chat.response_to_openai, openai_chat.response_from_openai),
+        (openai_responses.response_to_responses, openai_responses.response_from_responses),
+        (anthropic_messages.response_to_anthropic, anthropic_messages.response_from_anthropic),
+    ],
+)
+def test_the_version_survives_every_dialect(to_wire, from_wire) -> None:  # type: ignore[no-untyped-def]
+    wire = to_wire(ANSWER)
+    assert wire["ares_policy_version"] == 7
+    assert from_wire(wire) == ANSWER
+    unversioned = replace(ANSWER, policy_version=None)
+    assert (
+        "ares_policy_version" not in to_wire(unversioned) and from_wire(to_wire(unversioned)) == unversioned
+    )
+
+
+class _Server:
+    """An LLM client whose answers carry a version only when told to (as a server may)."""
+
+    model = "m"
+
+    def __init__(self, sends: int | None) -> None:
+        self.sends = sends
+
+    async def __call__(self, request: LLMRequest) -> LLMResponse:
+        return LLMResponse(content="ok", policy_version=self.sends)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_an_api_policy_stamps_the_trainers_version_unless_the_server_sent_one() -> None:
+    step = [3]
+    observation = LLMRequest(messages=(user("go"),))
+    stamped = ClientPolicyFactory(_Server(None), policy_version=lambda: step[0])(None, None)  # type: ignore[arg-type]
+    assert asyncio.run(stamped.act(observation)).policy_version == 3
+    step[0] = 4  # the trainer stepped: the next answer is the new version's
+    assert asyncio.run(stamped.act(observation)).policy_version == 4
+    sent = ClientPolicyFactory(_Server(9), policy_version=1)(None, None)  # type: ignore[arg-type]
+    assert asyncio.run(sent.act(observation)).policy_version == 9  # what the server says wins
+
+
+def test_a_sequence_carries_version_segments_and_they_round_trip(tmp_path: Path) -> None:
+    """Three turns that extend each other, answered by versions 1, 1 and 2: two segments over the
+    completion, the second starting at the third answer (after the observation tokens before it)."""
+    turns = [
+        (request([1, 2]), replace(response([10, 11], [-0.1, -0.2]), policy_version=1)),
+        (request([1, 2, 10, 11, 20]), replace(response([12], [-0.3]), policy_version=1)),
+        (
+            request([1, 2, 10, 11, 20, 12, 21, 22]),
+            replace(response([13, 14], [-0.4, -0.5]), policy_version=2),
+        ),
+    ]
+    record = episode(turns)
+    (s,) = token_sequences(record)
+    assert s.completion_ids == (10, 11, 20, 12, 21, 22, 13, 14)
+    assert s.mask == (1, 1, 0, 1, 0, 0, 1, 1)
+    assert s.version_segments == ((0, 4, 1), (6, 8, 2))
+    path = tmp_path / "sequences.jsonl"
+    write_sequences_jsonl([record], path)
+    assert load_sequences_jsonl(path) == [s]
+    rows = turn_rows([record])
+    assert [r["policy_version"] for r in rows] == [1, 1, 2]
+    steps = record.steps  # each turn: handed over as its prompt's step ended, answered as its step began
+    assert [(r["requested_at"], r["answered_at"]) for r in rows] == [
+        (steps[k - 1].ended_at, steps[k].started_at) for k in (1, 2, 3)
+    ]
