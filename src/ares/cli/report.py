@@ -44,7 +44,8 @@ def print_summary(console: Console, summary: RunSummary, out_dir: Path) -> None:
         rows.append(("groups", _groups_line(summary)))
     if summary.blames:
         blames = ", ".join(f"{k}={v}" for k, v in sorted(summary.blames.items()))
-        rows.append(("blame", f"{blames}; {summary.masked} masked for training"))
+        refilled = f"; {summary.refills} refilled" if summary.refills else ""
+        rows.append(("blame", f"{blames}; {summary.masked} masked for training{refilled}"))
     rows.append(("results", str(out_dir)))
     for key, value in rows:
         table.add_row(key, Text(value))

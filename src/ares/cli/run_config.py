@@ -68,6 +68,7 @@ class RunConfig:
     ray_address: str | None = None
     ray_actors: int | None = None
     retries: int = 0
+    refills: int = 0
     trace_file: Path | None = None
     span_level: str = "basic"
     track: list[str] | None = None
@@ -85,6 +86,10 @@ class RunConfig:
             raise fail("--resume needs --out DIR (the run to resume)")
         if not self.use_ray and (self.ray_actors is not None or self.retries or self.ray_address is not None):
             raise fail("--ray-address, --ray-actors and --retries go with --ray")
+        if self.use_ray and self.refills:
+            raise fail(
+                "--refills runs on the local runner; with --ray, --retries replays what a lost actor held"
+            )
         if self.span_level not in SPAN_LEVELS:
             raise fail(f"--span-level must be basic or full, not {self.span_level!r}")
         try:
@@ -192,7 +197,7 @@ class RunConfig:
             self.preset, tasks=self.tasks, shard=self.shard, verifier_mode=self.verifier_mode,  # type: ignore[arg-type]
             preset_options=self._given_preset_flags, limits=self.env_options, sandbox=self.sandbox,
             episodes=self.episodes, group_size=self.group_size, concurrency=self.concurrency, seed=self.seed,
-            trace=self.trace, policy_timeout_s=self.policy_timeout_s, ray=ray,
+            trace=self.trace, policy_timeout_s=self.policy_timeout_s, ray=ray, refills=self.refills,
         )  # fmt: skip
         return spec.with_renderer(token_renderer)
 

@@ -152,6 +152,14 @@ RetriesOption = Annotated[
     int,
     typer.Option("--retries", min=0, help="--ray: replays of an episode lost with its actor."),
 ]
+RefillsOption = Annotated[
+    int,
+    typer.Option(
+        "--refills",
+        min=0,
+        help="Play an episode the infrastructure failed (blame infra) again, up to N times.",
+    ),
+]
 TraceFileOption = Annotated[
     Path | None,
     typer.Option(

@@ -46,6 +46,8 @@ class EpisodeResult:
     outcome: bool | None = None
     #: Who is to blame when the episode did not simply finish (``ares.envs.blame``).
     blame: Blame | None = None
+    #: How many times the runner played this episode again after an infrastructure failure.
+    refills: int = 0
 
     @property
     def passed(self) -> bool:
@@ -84,6 +86,7 @@ class EpisodeResult:
             "outcome": self.outcome,
             "blame": self.blame,
             "masked": self.masked,
+            "refills": self.refills,
         }
 
     @classmethod
@@ -91,7 +94,7 @@ class EpisodeResult:
         """Rebuild a result written by ``to_dict`` (``ares run --resume`` reads earlier runs)."""
         own = {
             "index", "task_id", "status", "reward", "steps", "passed", "runner_duration_s", "group",
-            "step_latencies_s", "policy_latencies_s", "outcome", "blame", "masked",
+            "step_latencies_s", "policy_latencies_s", "outcome", "blame", "masked", "refills",
         }  # fmt: skip
         return cls(
             index=int(data["index"]),
@@ -111,6 +114,7 @@ class EpisodeResult:
             cost_usd=data.get("cost_usd"),
             outcome=data.get("outcome"),
             blame=data.get("blame"),
+            refills=int(data.get("refills", 0)),
         )
 
 
@@ -161,6 +165,8 @@ class RunSummary:
     #: Episodes by blame (``infra``, ``policy``, ``task``, ``limit``), and how many a trainer masks.
     blames: dict[str, int] = field(default_factory=dict)
     masked: int = 0
+    #: Episodes played again after an infrastructure failure (``run_episodes(refills=...)``).
+    refills: int = 0
 
     @property
     def scored(self) -> int:
@@ -192,6 +198,7 @@ class RunSummary:
             groups=_group_stats(results),
             blames=dict(Counter(r.blame for r in results if r.blame is not None)),
             masked=sum(r.masked for r in results),
+            refills=sum(r.refills for r in results),
         )
 
 

@@ -326,6 +326,7 @@ async def run_episodes(
     num_tasks: int | None = None,
     branch_at: int | None = None,
     keep_records: bool = True,
+    refills: int = 0,
 ) -> list[EpisodeResult]:
     """Run ``episodes`` episodes with at most ``concurrency`` at once; results in episode order.
 
@@ -339,11 +340,19 @@ async def run_episodes(
     ``keep_records=False`` returns each result without its ``record`` (``on_result`` still gets it
     whole): a long run then holds a few hundred bytes per episode, not its episode dict (verifier
     output, tracebacks) — for callers that store or stream each result as it comes.
+    ``refills`` n plays an episode whose failure was the infrastructure's (blame ``infra``,
+    ``ares.envs.blame``) again, up to n times, with the same index, task and seed, so groups stay
+    whole; the result counts its ``refills`` and the trajectory of the last attempt supersedes the
+    failed ones (``ares.records.loader``). A policy's own failure is never refilled.
     """
+    if refills < 0:
+        raise ValueError(f"refills must be >= 0, got {refills}")
+    if refills and branch_at is not None:
+        raise ValueError("refills apply to independent episodes, not to shared-prefix groups (branch_at)")
     plan = _Plan(
         make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed,
         keep=_keeper(on_result, keep_records), collector=collector, trace=trace, skip=frozenset(skip),
-        group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks,
+        group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks, refills=refills,
     )  # fmt: skip
     if branch_at is not None:
         return await _run_branched(plan, branch_at)
@@ -368,6 +377,7 @@ class _Plan:
     group_size: int
     policy_timeout_s: float | None
     num_tasks: int | None
+    refills: int = 0
 
 
 async def _run_flat(plan: _Plan) -> list[EpisodeResult]:
@@ -388,16 +398,21 @@ async def _run_flat(plan: _Plan) -> list[EpisodeResult]:
         count = plan.num_tasks or len(env.tasks) or 1
         try:
             for index in pending:
-                group = index // k
-                driver.group_id = None if k == 1 else f"g{group}"
-                driver.episode_index = index
-                result = await run_episode(
-                    env, plan.policy_factory, index=index, task=group % count, seed=plan.seed + index,
-                    driver=driver, group=None if k == 1 else group, policy_timeout_s=plan.policy_timeout_s,
-                )  # fmt: skip
-                results.append(plan.keep(result))
-                if env.closed:  # a failure closed it; keep going with a fresh one
-                    env, driver = fresh()
+                group, refilled = index // k, 0
+                while True:  # once, and again while the infrastructure fails it (``refills``)
+                    driver.group_id = None if k == 1 else f"g{group}"
+                    driver.episode_index = index
+                    result = await run_episode(
+                        env, plan.policy_factory, index=index, task=group % count, seed=plan.seed + index,
+                        driver=driver, group=None if k == 1 else group,
+                        policy_timeout_s=plan.policy_timeout_s,
+                    )  # fmt: skip
+                    if env.closed:  # a failure closed it; keep going with a fresh one
+                        env, driver = fresh()
+                    if result.blame != "infra" or refilled == plan.refills:
+                        break
+                    refilled += 1
+                results.append(plan.keep(replace(result, refills=refilled)))
         finally:
             with contextlib.suppress(Exception):
                 await driver.close()

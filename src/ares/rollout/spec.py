@@ -63,6 +63,8 @@ class RunSpec:
     trace: TraceLevel = "basic"
     policy_timeout_s: float | None = DEFAULT_POLICY_TIMEOUT_S
     ray: RaySettings | None = None
+    #: Play an episode the infrastructure failed (blame ``infra``) again, up to this many times.
+    refills: int = 0
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -71,6 +73,8 @@ class RunSpec:
             raise ValueError(
                 f"group_size and concurrency must be >= 1, got {self.group_size}, {self.concurrency}"
             )
+        if self.refills and self.ray is not None:
+            raise ValueError("refills run on the local runner; on Ray, retries replay what a lost actor held")
         if self.episodes is not None and self.episodes % self.group_size:
             raise ValueError(
                 f"{self.episodes} episodes are not a multiple of the group size {self.group_size} "
@@ -145,6 +149,7 @@ class RunSpec:
             "num_tasks": len(self.tasks), "keep_records": keep_records,
         }  # fmt: skip
         if self.ray is None:
+            shared["refills"] = self.refills
             owned = sandbox_factory is None  # made here for this run: closed here too
             factory = make_sandbox_factory(self.sandbox) if sandbox_factory is None else sandbox_factory
             try:

@@ -1,0 +1,92 @@
+"""Refills: an episode the infrastructure failed is played again (same index, task and seed) so its
+group stays whole; a policy's own failure never is. The failure is injected for real: sandboxes
+whose start fails as an unreachable engine's would, then real local sandboxes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from ares.errors import PolicyError, SandboxUnavailableError
+from ares.policies import make_policy
+from ares.records.collectors import JsonDirCollector
+from ares.records.loader import load_episodes
+from ares.rollout import RunSpec
+from ares.rollout.results import RunSummary
+from ares.sandbox.base import SandboxSpec
+from ares.sandbox.local import LocalSandbox
+
+
+class _EngineDown(LocalSandbox):
+    """A local sandbox that cannot start, as when a backend's engine stops answering."""
+
+    async def start(self) -> None:
+        raise SandboxUnavailableError("injected: the sandbox engine did not answer")
+
+
+class _FlakyFactory:
+    """The first ``failures`` sandboxes it makes cannot start; every later one is a real sandbox."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures, self.made = failures, 0
+
+    def __call__(self, spec: SandboxSpec) -> LocalSandbox:
+        self.made += 1
+        return _EngineDown(spec) if self.made <= self.failures else LocalSandbox(spec)
+
+
+def test_infra_failures_are_refilled_and_groups_stay_whole(tmp_path: Path) -> None:
+    spec = RunSpec.load("humaneval", tasks="0:2", group_size=2, concurrency=1, refills=2)
+    collector = JsonDirCollector(tmp_path)
+    results = asyncio.run(
+        spec.play(make_policy("oracle"), sandbox_factory=_FlakyFactory(2), collector=collector)
+    )
+    collector.close()
+    assert [(r.index, r.group, r.task_id) for r in results] == [
+        (0, 0, "humaneval_0"), (1, 0, "humaneval_0"), (2, 1, "humaneval_1"), (3, 1, "humaneval_1"),
+    ]  # fmt: skip
+    assert [r.refills for r in results] == [2, 0, 0, 0]  # episode 0 met both broken sandboxes
+    assert all(r.reward == 1.0 and r.blame is None and not r.masked for r in results)
+    summary = RunSummary.of(results, 1.0)
+    assert (summary.refills, summary.masked, summary.errored) == (2, 0, 0)
+    kept = load_episodes(tmp_path)  # the failed attempts' trajectories are superseded, not duplicated
+    assert sorted(e.metadata["episode_index"] for e in kept) == [0, 1, 2, 3]
+    everything = load_episodes(tmp_path, keep_superseded=True)
+    assert sorted(e.status for e in everything if e.metadata["episode_index"] == 0) == [
+        "errored",
+        "errored",
+        "finished",
+    ]
+
+
+def test_refills_are_bounded_and_the_last_failure_is_kept_masked() -> None:
+    spec = RunSpec.load("humaneval", tasks="0", concurrency=1, refills=1)
+    (result,) = asyncio.run(spec.play(make_policy("oracle"), sandbox_factory=_FlakyFactory(5)))
+    assert (result.status.value, result.blame, result.masked, result.refills) == ("errored", "infra", True, 1)
+
+
+class _Refuses:
+    """A policy that cannot answer: its own failure, which a trainer learns from as a zero."""
+
+    async def act(self, observation: object) -> object:
+        raise PolicyError("the model refused to answer")
+
+
+def test_a_policy_failure_is_never_refilled() -> None:
+    spec = RunSpec.load("humaneval", tasks="0", concurrency=1, refills=3)
+    (result,) = asyncio.run(spec.play(lambda task, action_format: _Refuses()))  # type: ignore[arg-type,return-value]
+    assert (result.status.value, result.blame, result.masked, result.refills) == (
+        "errored",
+        "policy",
+        False,
+        0,
+    )
+
+
+def test_refills_are_refused_where_they_do_not_apply() -> None:
+    with pytest.raises(ValueError, match="refills run on the local runner"):
+        RunSpec.load(
+            "humaneval", tasks="0", refills=1, ray=__import__("ares.rollout", fromlist=["x"]).RaySettings()
+        )
