@@ -13,6 +13,7 @@ from ares.rollout.env_pool import (
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.rollout.runner import run_episode, run_episodes
 from ares.rollout.spec import RaySettings, RunSpec
+from ares.rollout.stream import stream_groups
 
 __all__ = [
     "EnvPool",
@@ -28,4 +29,5 @@ __all__ = [
     "RunSummary",
     "run_episode",
     "run_episodes",
+    "stream_groups",
 ]

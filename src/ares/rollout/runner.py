@@ -327,6 +327,7 @@ async def run_episodes(
     branch_at: int | None = None,
     keep_records: bool = True,
     refills: int = 0,
+    before_episode: Callable[[int], Awaitable[None]] | None = None,
 ) -> list[EpisodeResult]:
     """Run ``episodes`` episodes with at most ``concurrency`` at once; results in episode order.
 
@@ -344,15 +345,18 @@ async def run_episodes(
     ``ares.envs.blame``) again, up to n times, with the same index, task and seed, so groups stay
     whole; the result counts its ``refills`` and the trajectory of the last attempt supersedes the
     failed ones (``ares.records.loader``). A policy's own failure is never refilled.
+    ``before_episode(index)`` is awaited before each episode starts: a consumer's backpressure
+    (``ares.rollout.stream``).
     """
     if refills < 0:
         raise ValueError(f"refills must be >= 0, got {refills}")
-    if refills and branch_at is not None:
-        raise ValueError("refills apply to independent episodes, not to shared-prefix groups (branch_at)")
+    if (refills or before_episode is not None) and branch_at is not None:
+        raise ValueError("refills and streaming apply to independent episodes, not to shared-prefix groups")
     plan = _Plan(
         make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed,
         keep=_keeper(on_result, keep_records), collector=collector, trace=trace, skip=frozenset(skip),
         group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks, refills=refills,
+        before_episode=before_episode,
     )  # fmt: skip
     if branch_at is not None:
         return await _run_branched(plan, branch_at)
@@ -378,6 +382,7 @@ class _Plan:
     policy_timeout_s: float | None
     num_tasks: int | None
     refills: int = 0
+    before_episode: Callable[[int], Awaitable[None]] | None = None
 
 
 async def _run_flat(plan: _Plan) -> list[EpisodeResult]:
@@ -398,6 +403,8 @@ async def _run_flat(plan: _Plan) -> list[EpisodeResult]:
         count = plan.num_tasks or len(env.tasks) or 1
         try:
             for index in pending:
+                if plan.before_episode is not None:
+                    await plan.before_episode(index)
                 group, refilled = index // k, 0
                 while True:  # once, and again while the infrastructure fails it (``refills``)
                     driver.group_id = None if k == 1 else f"g{group}"

@@ -14,8 +14,9 @@ spec; a script builds one the same way:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +29,7 @@ from ares.records.collecting import TraceLevel
 from ares.records.collectors import TrajectoryCollector
 from ares.rollout.results import EpisodeResult
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, run_episodes
+from ares.rollout.stream import stream_groups
 from ares.sandbox.backends import make_sandbox_factory
 from ares.sandbox.base import SandboxFactory
 from ares.tasks.model import Task, VerifierMode
@@ -164,3 +166,34 @@ class RunSpec:
             make_env, policy_factory, actors=self.ray.actors, retries=self.ray.retries,
             on_trace_events=on_trace_events, **shared,
         )  # fmt: skip
+
+    async def stream(
+        self,
+        policy_factory: PolicyFactory,
+        *,
+        buffer: int = 4,
+        sandbox_factory: SandboxFactory | None = None,
+        on_result: Callable[[EpisodeResult], None] | None = None,
+        collector: TrajectoryCollector | None = None,
+        keep_records: bool = True,
+    ) -> AsyncIterator[list[EpisodeResult]]:
+        """The run's groups as they finish, through a buffer of ``buffer`` groups with backpressure
+        (``ares.rollout.stream``); on the local runner."""
+        if self.ray is not None:
+            raise ValueError("streaming groups runs on the local runner; on Ray, play() returns them all")
+        owned = sandbox_factory is None
+        factory = make_sandbox_factory(self.sandbox) if sandbox_factory is None else sandbox_factory
+        try:
+            groups = stream_groups(
+                self.env_factory(factory), policy_factory, episodes=self.total_episodes,
+                group_size=self.group_size, buffer=buffer, concurrency=self.concurrency, seed=self.seed,
+                on_result=on_result, collector=collector, trace=self.trace,
+                policy_timeout_s=self.policy_timeout_s, num_tasks=len(self.tasks), keep_records=keep_records,
+                refills=self.refills,
+            )  # fmt: skip
+            async with contextlib.aclosing(groups):  # leaving early stops the run before the factory closes
+                async for group in groups:
+                    yield group
+        finally:
+            if owned and isinstance(factory, Closable):
+                await asyncio.to_thread(factory.close)
