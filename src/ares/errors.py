@@ -98,6 +98,12 @@ class PolicyError(AresError):
     """A policy could not produce an action."""
 
 
+class StaleEpisodeError(AresError):
+    """An episode's oldest token came from weights more versions behind the trainer's current ones
+    than ``max_staleness`` allows: it is ended (blame ``infra``, masked, refillable), never silently
+    trained on."""
+
+
 class AresTimeoutError(AresError, TimeoutError):
     """Something ARES waited on did not answer in time (a ``TimeoutError`` too): the family of
     ``LLMTimeoutError``, ``PolicyTimeoutError``, ``SandboxTimeoutError`` and ``VerifierTimeoutError``."""

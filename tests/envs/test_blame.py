@@ -22,6 +22,7 @@ from ares.errors import (
     SandboxCrashedError,
     SandboxTimeoutError,
     SandboxUnavailableError,
+    StaleEpisodeError,
     TaskError,
     VerifierError,
     VerifierTimeoutError,
@@ -49,6 +50,7 @@ HARBOR = Path(__file__).resolve().parents[1] / "fixtures" / "harbor"
         (ImageBuildError("bad Dockerfile"), "task"),
         (VerifierError("no reward"), "task"),
         (VerifierTimeoutError("tests hung"), "task"),
+        (StaleEpisodeError("the trainer moved on"), "infra"),
     ],
 )
 def test_an_errored_episode_is_blamed_by_its_error(error: BaseException, blame: str) -> None:

@@ -17,7 +17,8 @@ errored: the policy failed, timed out, or its      policy     no
 reply could not be read (``PolicyError``,
 ``MalformedResponseError``, ``LLMTimeoutError``)
 errored: the policy server could not be reached    infra      yes
-(any other ``LLMError``)
+(any other ``LLMError``), or the episode went stale
+(``StaleEpisodeError``: the trainer moved on)
 errored: the task cannot be loaded, built or       task       yes
 verified on a pristine tree (``TaskError``,
 ``ImageBuildError``, ``VerifierError``)
@@ -42,6 +43,7 @@ from ares.errors import (
     LLMTimeoutError,
     MalformedResponseError,
     PolicyError,
+    StaleEpisodeError,
     TaskError,
     VerifierError,
 )
@@ -68,6 +70,8 @@ def blame_for(status: EpisodeStatus, error: BaseException | None, sandbox_crash:
 
 def error_blame(error: BaseException | None) -> Blame:
     """The blame of an errored episode, from its error."""
+    if isinstance(error, StaleEpisodeError):
+        return "infra"  # the trainer moved on: no fault of the policy that answered
     if isinstance(error, PolicyError | MalformedResponseError | LLMTimeoutError):
         return "policy"
     if isinstance(error, LLMError):

@@ -30,6 +30,7 @@ from ares.policies.base import PolicyFactory
 from ares.records.collecting import TraceLevel, TrajectoryCollectingEnvironment
 from ares.records.collectors import TrajectoryCollector
 from ares.rollout.results import EpisodeResult
+from ares.rollout.staleness import Staleness
 
 #: How long one policy answer may take by default before its episode ends ``errored``.
 DEFAULT_POLICY_TIMEOUT_S = 600.0
@@ -47,6 +48,7 @@ async def run_episode(
     policy_timeout_s: float | None = DEFAULT_POLICY_TIMEOUT_S,
     flows_in: Sequence[int] = (),
     flows_out: Sequence[int] = (),
+    staleness: Staleness | None = None,
 ) -> EpisodeResult:
     """Play one episode of ``env`` to its end. An ``EpisodicEnvironment`` (a CodeEnvironment) hands
     its task and action format to the policy factory and its episode record to the result; a plain
@@ -56,6 +58,8 @@ async def run_episode(
     ends it ``cancelled`` and propagates.
 
     ``driver`` is what reset/step/abort go through (e.g. a recording wrapper around ``env``).
+    ``staleness`` ends the episode (``StaleEpisodeError``) once its oldest token is too far behind
+    the trainer's current version (``ares.rollout.staleness``), checked at every step boundary.
     The episode is one span on its own trace track; ``flows_in``/``flows_out`` link it to the spans
     that dispatched it and take its result (another process's, on Ray).
     """
@@ -64,7 +68,7 @@ async def run_episode(
         index=index, task=str(task), seed=seed,
     ) as span:  # fmt: skip
         seam = episodic(env)
-        play = _Play(seam, seam if driver is None else episodic(driver), policy_timeout_s)
+        play = _Play(seam, seam if driver is None else episodic(driver), policy_timeout_s, staleness)
         await play.play(lambda: play.drive.reset(seed=seed, task=task), policy_factory)
         result = play.result(index=index, task=task, group=group)
         span.set("status", str(result.status))
@@ -80,8 +84,10 @@ class _Play:
         env: EpisodicEnvironment[Any, Any],
         drive: EpisodicEnvironment[Any, Any],
         timeout_s: float | None,
+        staleness: Staleness | None = None,
     ) -> None:
-        self.env, self.drive, self.timeout_s = env, drive, timeout_s
+        self.env, self.drive, self.timeout_s, self.staleness = env, drive, timeout_s, staleness
+        self.oldest_version: int | None = None
         self.started = time.perf_counter()
         self.latencies: list[float] = []
         self.policy_latencies: list[float] = []
@@ -109,6 +115,8 @@ class _Play:
         """Step with ``policy`` from ``timestep`` until LAST (or until ``stop()``); the last TimeStep."""
         self.timestep = timestep
         while not timestep.last() and not stop():
+            if self.staleness is not None:
+                self.staleness.check(self.oldest_version)  # the trainer may have moved on meanwhile
             t0 = time.perf_counter()
             try:
                 with tracing.span("policy", cat="policy", step=len(self.policy_latencies)):
@@ -121,10 +129,19 @@ class _Play:
                 ) from exc
             self.policy_latencies.append(time.perf_counter() - t0)
             self.tokens.add(action)
+            self._check_version(action)
             t0 = time.perf_counter()
             timestep = self.timestep = await self.drive.step(action)
             self.latencies.append(time.perf_counter() - t0)
         return timestep
+
+    def _check_version(self, action: Any) -> None:
+        """Keep the oldest version the episode received; past the staleness bound, end it."""
+        version = action.policy_version if isinstance(action, LLMResponse) else None
+        if version is not None and (self.oldest_version is None or version < self.oldest_version):
+            self.oldest_version = version
+        if self.staleness is not None:
+            self.staleness.check(self.oldest_version)
 
     async def fail(self, error: BaseException) -> None:
         self.error = error
@@ -328,6 +345,7 @@ async def run_episodes(
     keep_records: bool = True,
     refills: int = 0,
     before_episode: Callable[[int], Awaitable[None]] | None = None,
+    staleness: Staleness | None = None,
 ) -> list[EpisodeResult]:
     """Run ``episodes`` episodes with at most ``concurrency`` at once; results in episode order.
 
@@ -346,7 +364,8 @@ async def run_episodes(
     whole; the result counts its ``refills`` and the trajectory of the last attempt supersedes the
     failed ones (``ares.records.loader``). A policy's own failure is never refilled.
     ``before_episode(index)`` is awaited before each episode starts: a consumer's backpressure
-    (``ares.rollout.stream``).
+    (``ares.rollout.stream``). ``staleness`` bounds how old an episode's tokens may get (see
+    ``run_episode``); a stale episode is blamed ``infra`` and so refilled with ``refills``.
     """
     if refills < 0:
         raise ValueError(f"refills must be >= 0, got {refills}")
@@ -356,7 +375,7 @@ async def run_episodes(
         make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed,
         keep=_keeper(on_result, keep_records), collector=collector, trace=trace, skip=frozenset(skip),
         group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks, refills=refills,
-        before_episode=before_episode,
+        before_episode=before_episode, staleness=staleness,
     )  # fmt: skip
     if branch_at is not None:
         return await _run_branched(plan, branch_at)
@@ -383,6 +402,7 @@ class _Plan:
     num_tasks: int | None
     refills: int = 0
     before_episode: Callable[[int], Awaitable[None]] | None = None
+    staleness: Staleness | None = None
 
 
 async def _run_flat(plan: _Plan) -> list[EpisodeResult]:
@@ -412,7 +432,7 @@ async def _run_flat(plan: _Plan) -> list[EpisodeResult]:
                     result = await run_episode(
                         env, plan.policy_factory, index=index, task=group % count, seed=plan.seed + index,
                         driver=driver, group=None if k == 1 else group,
-                        policy_timeout_s=plan.policy_timeout_s,
+                        policy_timeout_s=plan.policy_timeout_s, staleness=plan.staleness,
                     )  # fmt: skip
                     if env.closed:  # a failure closed it; keep going with a fresh one
                         env, driver = fresh()

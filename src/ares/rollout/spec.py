@@ -29,6 +29,7 @@ from ares.records.collecting import TraceLevel
 from ares.records.collectors import TrajectoryCollector
 from ares.rollout.results import EpisodeResult
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, run_episodes
+from ares.rollout.staleness import Staleness
 from ares.rollout.stream import stream_groups
 from ares.sandbox.backends import make_sandbox_factory
 from ares.sandbox.base import SandboxFactory
@@ -67,6 +68,8 @@ class RunSpec:
     ray: RaySettings | None = None
     #: Play an episode the infrastructure failed (blame ``infra``) again, up to this many times.
     refills: int = 0
+    #: How far behind the trainer an episode's tokens may be (``ares.rollout.staleness``).
+    staleness: Staleness | None = None
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -75,8 +78,10 @@ class RunSpec:
             raise ValueError(
                 f"group_size and concurrency must be >= 1, got {self.group_size}, {self.concurrency}"
             )
-        if self.refills and self.ray is not None:
-            raise ValueError("refills run on the local runner; on Ray, retries replay what a lost actor held")
+        if (self.refills or self.staleness is not None) and self.ray is not None:
+            raise ValueError(
+                "refills and staleness run on the local runner; on Ray, retries replay what a lost actor held"
+            )
         if self.episodes is not None and self.episodes % self.group_size:
             raise ValueError(
                 f"{self.episodes} episodes are not a multiple of the group size {self.group_size} "
@@ -151,7 +156,7 @@ class RunSpec:
             "num_tasks": len(self.tasks), "keep_records": keep_records,
         }  # fmt: skip
         if self.ray is None:
-            shared["refills"] = self.refills
+            shared |= {"refills": self.refills, "staleness": self.staleness}
             owned = sandbox_factory is None  # made here for this run: closed here too
             factory = make_sandbox_factory(self.sandbox) if sandbox_factory is None else sandbox_factory
             try:
@@ -189,7 +194,7 @@ class RunSpec:
                 group_size=self.group_size, buffer=buffer, concurrency=self.concurrency, seed=self.seed,
                 on_result=on_result, collector=collector, trace=self.trace,
                 policy_timeout_s=self.policy_timeout_s, num_tasks=len(self.tasks), keep_records=keep_records,
-                refills=self.refills,
+                refills=self.refills, staleness=self.staleness,
             )  # fmt: skip
             async with contextlib.aclosing(groups):  # leaving early stops the run before the factory closes
                 async for group in groups:
