@@ -86,7 +86,7 @@ def test_a_policy_failure_is_never_refilled() -> None:
 
 
 def test_refills_are_refused_where_they_do_not_apply() -> None:
-    with pytest.raises(ValueError, match="refills and staleness run on the local runner"):
+    with pytest.raises(ValueError, match="refills, staleness and a gate run on the local runner"):
         RunSpec.load(
             "humaneval", tasks="0", refills=1, ray=__import__("ares.rollout", fromlist=["x"]).RaySettings()
         )

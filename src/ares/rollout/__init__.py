@@ -10,15 +10,18 @@ from ares.rollout.env_pool import (
     PoolResult,
     PoolStateError,
 )
+from ares.rollout.pause import PolicyGate
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.rollout.runner import run_episode, run_episodes
 from ares.rollout.spec import RaySettings, RunSpec
+from ares.rollout.staleness import Staleness
 from ares.rollout.stream import stream_groups
 
 __all__ = [
     "EnvPool",
     "EnvState",
     "EpisodeResult",
+    "PolicyGate",
     "PoolCloseError",
     "PoolClosedError",
     "PoolError",
@@ -27,6 +30,7 @@ __all__ = [
     "RaySettings",
     "RunSpec",
     "RunSummary",
+    "Staleness",
     "run_episode",
     "run_episodes",
     "stream_groups",

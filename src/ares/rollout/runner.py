@@ -29,8 +29,10 @@ from ares.llm.types import LLMResponse
 from ares.policies.base import PolicyFactory
 from ares.records.collecting import TraceLevel, TrajectoryCollectingEnvironment
 from ares.records.collectors import TrajectoryCollector
+from ares.rollout.pause import PolicyGate
 from ares.rollout.results import EpisodeResult
 from ares.rollout.staleness import Staleness
+from ares.rollout.token_counts import TokenCounts
 
 #: How long one policy answer may take by default before its episode ends ``errored``.
 DEFAULT_POLICY_TIMEOUT_S = 600.0
@@ -49,6 +51,7 @@ async def run_episode(
     flows_in: Sequence[int] = (),
     flows_out: Sequence[int] = (),
     staleness: Staleness | None = None,
+    gate: PolicyGate | None = None,
 ) -> EpisodeResult:
     """Play one episode of ``env`` to its end. An ``EpisodicEnvironment`` (a CodeEnvironment) hands
     its task and action format to the policy factory and its episode record to the result; a plain
@@ -59,7 +62,8 @@ async def run_episode(
 
     ``driver`` is what reset/step/abort go through (e.g. a recording wrapper around ``env``).
     ``staleness`` ends the episode (``StaleEpisodeError``) once its oldest token is too far behind
-    the trainer's current version (``ares.rollout.staleness``), checked at every step boundary.
+    the trainer's current version (``ares.rollout.staleness``), checked at every step boundary;
+    every policy call passes ``gate`` (``ares.rollout.pause``: a trainer pauses it to update weights).
     The episode is one span on its own trace track; ``flows_in``/``flows_out`` link it to the spans
     that dispatched it and take its result (another process's, on Ray).
     """
@@ -68,7 +72,7 @@ async def run_episode(
         index=index, task=str(task), seed=seed,
     ) as span:  # fmt: skip
         seam = episodic(env)
-        play = _Play(seam, seam if driver is None else episodic(driver), policy_timeout_s, staleness)
+        play = _Play(seam, seam if driver is None else episodic(driver), policy_timeout_s, staleness, gate)
         await play.play(lambda: play.drive.reset(seed=seed, task=task), policy_factory)
         result = play.result(index=index, task=task, group=group)
         span.set("status", str(result.status))
@@ -85,13 +89,15 @@ class _Play:
         drive: EpisodicEnvironment[Any, Any],
         timeout_s: float | None,
         staleness: Staleness | None = None,
+        gate: PolicyGate | None = None,
     ) -> None:
         self.env, self.drive, self.timeout_s, self.staleness = env, drive, timeout_s, staleness
+        self.gate = gate
         self.oldest_version: int | None = None
         self.started = time.perf_counter()
         self.latencies: list[float] = []
         self.policy_latencies: list[float] = []
-        self.tokens = _Tokens()
+        self.tokens = TokenCounts()
         self.timestep: Any = None
         self.error: BaseException | None = None
 
@@ -115,18 +121,11 @@ class _Play:
         """Step with ``policy`` from ``timestep`` until LAST (or until ``stop()``); the last TimeStep."""
         self.timestep = timestep
         while not timestep.last() and not stop():
-            if self.staleness is not None:
-                self.staleness.check(self.oldest_version)  # the trainer may have moved on meanwhile
-            t0 = time.perf_counter()
-            try:
-                with tracing.span("policy", cat="policy", step=len(self.policy_latencies)):
-                    action = await asyncio.wait_for(policy.act(timestep.observation), self.timeout_s)
-            except AresTimeoutError:
-                raise  # the policy's own timeout (an LLM call's), with its own reason
-            except TimeoutError as exc:
-                raise PolicyTimeoutError(
-                    f"the policy did not answer within {self.timeout_s:g}s (policy_timeout_s)"
-                ) from exc
+            if self.gate is not None:
+                async with self.gate.call():  # a trainer's pause holds the call back, not the episode
+                    action, t0 = await self._ask(policy, timestep)
+            else:
+                action, t0 = await self._ask(policy, timestep)
             self.policy_latencies.append(time.perf_counter() - t0)
             self.tokens.add(action)
             self._check_version(action)
@@ -134,6 +133,23 @@ class _Play:
             timestep = self.timestep = await self.drive.step(action)
             self.latencies.append(time.perf_counter() - t0)
         return timestep
+
+    async def _ask(self, policy: Any, timestep: Any) -> tuple[Any, float]:
+        """The policy's answer to ``timestep`` (bounded by ``timeout_s``) and when it was asked;
+        first, the staleness bound (the trainer may have moved on while the episode waited)."""
+        if self.staleness is not None:
+            self.staleness.check(self.oldest_version)
+        t0 = time.perf_counter()
+        try:
+            with tracing.span("policy", cat="policy", step=len(self.policy_latencies)):
+                action = await asyncio.wait_for(policy.act(timestep.observation), self.timeout_s)
+        except AresTimeoutError:
+            raise  # the policy's own timeout (an LLM call's), with its own reason
+        except TimeoutError as exc:
+            raise PolicyTimeoutError(
+                f"the policy did not answer within {self.timeout_s:g}s (policy_timeout_s)"
+            ) from exc
+        return action, t0
 
     def _check_version(self, action: Any) -> None:
         """Keep the oldest version the episode received; past the staleness bound, end it."""
@@ -293,29 +309,6 @@ async def _play_branch(
     return result
 
 
-class _Tokens:
-    """Token and cost totals of one episode's policy answers (None until one reports them)."""
-
-    __slots__ = ("completion", "cost", "prompt")
-
-    def __init__(self) -> None:
-        self.prompt: int | None = None
-        self.completion: int | None = None
-        self.cost: float | None = None
-
-    def add(self, action: Any) -> None:
-        """Count an answer's usage and cost: actions are LLMResponses (the one action type that
-        reports them); any other action counts nothing."""
-        if not isinstance(action, LLMResponse):
-            return
-        usage, cost = action.usage, action.cost
-        if usage is not None:
-            self.prompt = (self.prompt or 0) + usage.prompt_tokens
-            self.completion = (self.completion or 0) + usage.completion_tokens
-        if cost is not None:
-            self.cost = (self.cost or 0.0) + cost
-
-
 def _task_id(env: EpisodicEnvironment[Any, Any], task: Any) -> str:
     """The episode's task id: the environment's current task, else the one ``task`` indexes, else
     ``task`` itself (a plain environment's selector)."""
@@ -346,6 +339,7 @@ async def run_episodes(
     refills: int = 0,
     before_episode: Callable[[int], Awaitable[None]] | None = None,
     staleness: Staleness | None = None,
+    gate: PolicyGate | None = None,
 ) -> list[EpisodeResult]:
     """Run ``episodes`` episodes with at most ``concurrency`` at once; results in episode order.
 
@@ -365,7 +359,9 @@ async def run_episodes(
     failed ones (``ares.records.loader``). A policy's own failure is never refilled.
     ``before_episode(index)`` is awaited before each episode starts: a consumer's backpressure
     (``ares.rollout.stream``). ``staleness`` bounds how old an episode's tokens may get (see
-    ``run_episode``); a stale episode is blamed ``infra`` and so refilled with ``refills``.
+    ``run_episode``); a stale episode is blamed ``infra`` and so refilled with ``refills``. Every
+    policy call passes ``gate``: ``gate.pause()`` holds the run at its step boundaries while a
+    trainer updates weights, ``gate.resume()`` goes on (``ares.rollout.pause``).
     """
     if refills < 0:
         raise ValueError(f"refills must be >= 0, got {refills}")
@@ -375,7 +371,7 @@ async def run_episodes(
         make_env, policy_factory, episodes=episodes, concurrency=concurrency, seed=seed,
         keep=_keeper(on_result, keep_records), collector=collector, trace=trace, skip=frozenset(skip),
         group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks, refills=refills,
-        before_episode=before_episode, staleness=staleness,
+        before_episode=before_episode, staleness=staleness, gate=gate,
     )  # fmt: skip
     if branch_at is not None:
         return await _run_branched(plan, branch_at)
@@ -403,6 +399,7 @@ class _Plan:
     refills: int = 0
     before_episode: Callable[[int], Awaitable[None]] | None = None
     staleness: Staleness | None = None
+    gate: PolicyGate | None = None
 
 
 async def _run_flat(plan: _Plan) -> list[EpisodeResult]:
@@ -432,7 +429,7 @@ async def _run_flat(plan: _Plan) -> list[EpisodeResult]:
                     result = await run_episode(
                         env, plan.policy_factory, index=index, task=group % count, seed=plan.seed + index,
                         driver=driver, group=None if k == 1 else group,
-                        policy_timeout_s=plan.policy_timeout_s, staleness=plan.staleness,
+                        policy_timeout_s=plan.policy_timeout_s, staleness=plan.staleness, gate=plan.gate,
                     )  # fmt: skip
                     if env.closed:  # a failure closed it; keep going with a fresh one
                         env, driver = fresh()

@@ -27,6 +27,7 @@ from ares.policies.base import PolicyFactory
 from ares.presets import load_tasks, make
 from ares.records.collecting import TraceLevel
 from ares.records.collectors import TrajectoryCollector
+from ares.rollout.pause import PolicyGate
 from ares.rollout.results import EpisodeResult
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, run_episodes
 from ares.rollout.staleness import Staleness
@@ -70,6 +71,8 @@ class RunSpec:
     refills: int = 0
     #: How far behind the trainer an episode's tokens may be (``ares.rollout.staleness``).
     staleness: Staleness | None = None
+    #: What every policy call passes: a trainer pauses it to update weights (``ares.rollout.pause``).
+    gate: PolicyGate | None = None
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -78,9 +81,10 @@ class RunSpec:
             raise ValueError(
                 f"group_size and concurrency must be >= 1, got {self.group_size}, {self.concurrency}"
             )
-        if (self.refills or self.staleness is not None) and self.ray is not None:
+        if (self.refills or self.staleness is not None or self.gate is not None) and self.ray is not None:
             raise ValueError(
-                "refills and staleness run on the local runner; on Ray, retries replay what a lost actor held"
+                "refills, staleness and a gate run on the local runner; on Ray, retries replay what a "
+                "lost actor held"
             )
         if self.episodes is not None and self.episodes % self.group_size:
             raise ValueError(
@@ -156,7 +160,7 @@ class RunSpec:
             "num_tasks": len(self.tasks), "keep_records": keep_records,
         }  # fmt: skip
         if self.ray is None:
-            shared |= {"refills": self.refills, "staleness": self.staleness}
+            shared |= {"refills": self.refills, "staleness": self.staleness, "gate": self.gate}
             owned = sandbox_factory is None  # made here for this run: closed here too
             factory = make_sandbox_factory(self.sandbox) if sandbox_factory is None else sandbox_factory
             try:
@@ -194,7 +198,7 @@ class RunSpec:
                 group_size=self.group_size, buffer=buffer, concurrency=self.concurrency, seed=self.seed,
                 on_result=on_result, collector=collector, trace=self.trace,
                 policy_timeout_s=self.policy_timeout_s, num_tasks=len(self.tasks), keep_records=keep_records,
-                refills=self.refills, staleness=self.staleness,
+                refills=self.refills, staleness=self.staleness, gate=self.gate,
             )  # fmt: skip
             async with contextlib.aclosing(groups):  # leaving early stops the run before the factory closes
                 async for group in groups:
