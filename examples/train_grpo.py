@@ -28,6 +28,7 @@ import json
 import math
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ import ares
 from ares.llm.local.default_model import default_model_path
 from ares.policies import PolicyFactory, make_policy
 from ares.policies.transformers_policy import GenerationSettings, TransformersPolicy
+from ares.rollout import PolicyGate
 from ares.training import TokenSequence, collect_rollouts, group_advantages
 from ares.training.gguf import load_gguf_as_float
 from ares.training.scoring import completion_logprobs
@@ -44,12 +46,14 @@ from ares.training.scoring import completion_logprobs
 PRESET = "humaneval-single"
 
 
-async def rollouts(policy: PolicyFactory, tasks: str, k: int, seed: int) -> list[TokenSequence]:
+async def rollouts(
+    policy: PolicyFactory, tasks: str, k: int, seed: int, gate: PolicyGate | None = None
+) -> list[TokenSequence]:
     """k episodes of each selected task, as sequences; episodes without a reward are left out."""
     count = len(ares.make(PRESET, tasks=tasks).tasks)
     batch = await collect_rollouts(
         lambda: ares.make(PRESET, tasks=tasks), policy, episodes=count * k, group_size=k,
-        concurrency=count * k, seed=seed,
+        concurrency=count * k, seed=seed, gate=gate,
     )  # fmt: skip
     return batch.scored()
 
@@ -59,13 +63,33 @@ def train_step(
     reference: Any | None,
     optimizer: torch.optim.Optimizer,
     samples: list[TokenSequence],
+    **options: Any,
+) -> dict[str, float]:
+    """One AdamW step on the GRPO loss (``gradients``, then the step)."""
+    stats = gradients(model, reference, optimizer, samples, **options)
+    optimizer.step()
+    return stats
+
+
+#: Truncated importance sampling: a token's weight current/behaviour probability is capped here.
+MAX_IMPORTANCE_WEIGHT = 2.0
+
+
+def gradients(
+    model: Any,
+    reference: Any | None,
+    optimizer: torch.optim.Optimizer,
+    samples: list[TokenSequence],
     *,
     beta: float,
     pad_id: int,
     micro_batch: int,
     temperature: float,
+    off_policy: bool = False,
 ) -> dict[str, float]:
-    """One AdamW step on the GRPO loss; gradients accumulate over micro-batches to bound memory."""
+    """The GRPO loss's gradients, accumulated over micro-batches to bound memory (the weights do not
+    change). ``off_policy``: the samples came from older weights, so each sampled token's term is
+    weighted by min(p_current / p_behaviour, ``MAX_IMPORTANCE_WEIGHT``), from the recorded logprobs."""
     optimizer.zero_grad()
     advantages = group_advantages(samples)
     tokens = sum(s.sampled_tokens for s in samples) or 1
@@ -81,16 +105,28 @@ def train_step(
             kl = ((torch.expm1(log_ratio) - log_ratio).clamp_min(0) * mask).sum()  # k3: unbiased, >= 0
             loss = loss + beta * kl / tokens
             kl_total += kl.item()
-        weights = torch.tensor(advantages[start : start + micro_batch])
-        loss = loss - (weights[:, None] * current * mask).sum() / len(samples)
+        weights = torch.tensor(advantages[start : start + micro_batch])[:, None] * mask
+        if off_policy:
+            weights = weights * _importance(chunk, current.detach(), mask)
+        loss = loss - (weights * current).sum() / len(samples)
         loss.backward()
         loss_total += loss.item()
         for row, s in enumerate(chunk):
             if s.logprobs is not None:
                 sampled = torch.tensor(s.logprobs) - current[row, : len(s.logprobs)].detach()
                 diff = max(diff, (sampled * mask[row, : len(s.logprobs)]).abs().max().item())
-    optimizer.step()
     return {"loss": loss_total, "kl": kl_total / tokens, "logprob_max_abs_diff": diff}
+
+
+def _importance(chunk: list[TokenSequence], current: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-token min(exp(current - behaviour), cap) for sampled tokens (1 where nothing was recorded)."""
+    behaviour = torch.zeros_like(current)
+    for row, s in enumerate(chunk):
+        if s.logprobs is not None:
+            behaviour[row, : len(s.logprobs)] = torch.tensor(s.logprobs)
+        else:
+            behaviour[row] = current[row]
+    return torch.exp(current - behaviour).clamp(max=MAX_IMPORTANCE_WEIGHT) * mask + (1 - mask)
 
 
 def check_local(model: Any, tasks: str, max_new_tokens: int, seed: int, pad_id: int) -> dict[str, Any]:
@@ -128,6 +164,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("grpo.jsonl"), help="JSONL log, one line a step")
     parser.add_argument("--skip-local-check", action="store_true", help="skip the llama.cpp re-score")
+    parser.add_argument(
+        "--async", dest="overlap", action="store_true",
+        help="sample step t+1 while step t computes its gradients (staleness 1, importance weights)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     torch.manual_seed(args.seed)
     started = time.monotonic()
@@ -154,26 +194,84 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         write({"setup_s": time.monotonic() - started, "tasks": count, "k": args.k})
         if not args.skip_local_check:
             write(check_local(model, args.tasks, args.max_new_tokens, args.seed, pad_id))
-        for step in range(args.steps):
-            began = time.monotonic()
-            samples = asyncio.run(rollouts(policy, args.tasks, args.k, args.seed + step * count * args.k))
-            sampled = time.monotonic()
-            stats = {}
-            if samples:
-                stats = train_step(
-                    model, reference, optimizer, samples, beta=args.beta, pad_id=pad_id,
-                    micro_batch=args.micro_batch, temperature=args.temperature or 1.0,
-                )  # fmt: skip
-            policy.version = step + 1  # the next rollouts come from the weights this step made
-            rewards = [s.reward for s in samples if s.reward is not None]
-            write({
-                "step": step, "samples": len(samples),
-                "mean_reward": statistics.fmean(rewards) if rewards else math.nan,
-                **stats, "sample_s": sampled - began, "wall_s": time.monotonic() - began,
-                "completion_tokens": sum(s.sampled_tokens for s in samples),
-                "policy_versions": sorted({v for s in samples for _, _, v in s.version_segments}),
-            })  # fmt: skip
+        options = {
+            "beta": args.beta, "pad_id": pad_id, "micro_batch": args.micro_batch,
+            "temperature": args.temperature or 1.0,
+        }  # fmt: skip
+        train = train_async if args.overlap else train_sync
+        asyncio.run(train(model, reference, optimizer, policy, args, count, options, write))
     return log
+
+
+def _entry(
+    step: int, samples: list[TokenSequence], stats: dict[str, Any], times: dict[str, float]
+) -> dict[str, Any]:
+    """One line of the log: the step's samples, rewards, losses, timings and versions."""
+    rewards = [s.reward for s in samples if s.reward is not None]
+    return {
+        "step": step, "samples": len(samples),
+        "mean_reward": statistics.fmean(rewards) if rewards else math.nan,
+        **stats, **times, "completion_tokens": sum(s.sampled_tokens for s in samples),
+        "policy_versions": sorted({v for s in samples for _, _, v in s.version_segments}),
+    }  # fmt: skip
+
+
+async def train_sync(
+    model: Any,
+    reference: Any | None,
+    optimizer: torch.optim.Optimizer,
+    policy: TransformersPolicy,
+    args: argparse.Namespace,
+    count: int,
+    options: dict[str, Any],
+    write: Callable[[dict[str, Any]], None],
+) -> None:
+    """Sample a batch with the current weights, train on it, repeat: every sample on-policy."""
+    for step in range(args.steps):
+        began = time.monotonic()
+        samples = await rollouts(policy, args.tasks, args.k, args.seed + step * count * args.k)
+        sampled = time.monotonic()
+        stats = train_step(model, reference, optimizer, samples, **options) if samples else {}
+        policy.version = step + 1  # the next rollouts come from the weights this step made
+        write(_entry(step, samples, stats, {"sample_s": sampled - began, "wall_s": time.monotonic() - began}))
+
+
+async def train_async(
+    model: Any,
+    reference: Any | None,
+    optimizer: torch.optim.Optimizer,
+    policy: TransformersPolicy,
+    args: argparse.Namespace,
+    count: int,
+    options: dict[str, Any],
+    write: Callable[[dict[str, Any]], None],
+) -> None:
+    """Sample batch t+1 while batch t's gradients are computed (the weights do not change meanwhile);
+    the optimizer steps only once no generation is in flight (``PolicyGate``), so every sample is
+    from one version, at most one behind the weights it is trained with (importance weights)."""
+    gate = PolicyGate()
+
+    def batch(step: int) -> asyncio.Task[list[TokenSequence]]:
+        seed = args.seed + step * count * args.k
+        return asyncio.create_task(rollouts(policy, args.tasks, args.k, seed, gate=gate))
+
+    pending = batch(0)
+    for step in range(args.steps):
+        began = time.monotonic()
+        samples = await pending
+        sampled = time.monotonic()
+        if step + 1 < args.steps:
+            pending = batch(step + 1)  # sampled with version `step`, trained at step + 1
+        stats = {}
+        if samples:
+            stats = await asyncio.to_thread(
+                gradients, model, reference, optimizer, samples, off_policy=True, **options
+            )
+            await gate.pause()  # no generation in flight: swap the weights between two batches
+            optimizer.step()
+            policy.version = step + 1
+            gate.resume()
+        write(_entry(step, samples, stats, {"sample_s": sampled - began, "wall_s": time.monotonic() - began}))
 
 
 if __name__ == "__main__":

@@ -46,3 +46,22 @@ def test_two_grpo_steps_log_finite_losses_and_on_policy_logprobs(tmp_path: Path)
         assert s["logprob_max_abs_diff"] < SAME_WEIGHTS_TOLERANCE
         assert s["policy_versions"] == [s["step"]]  # step t trains on tokens of the weights after t steps
         assert s["wall_s"] > 0
+
+
+@pytest.mark.timeout(600)
+def test_async_grpo_samples_ahead_with_staleness_at_most_one(tmp_path: Path) -> None:
+    """--async: batch t+1 is sampled while batch t's gradients are computed; the optimizer steps
+    only between generations, so each sample is of one version, at most one behind its trainer."""
+    out = tmp_path / "grpo.jsonl"
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--async", "--steps", "2", "--tasks", "0:1", "--k", "2",
+         "--max-new-tokens", "16", "--train-layers", "1", "--skip-local-check", "--out", str(out)],
+        capture_output=True, text=True, timeout=590, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    steps = [json.loads(line) for line in out.read_text().splitlines()][1:]
+    assert [s["step"] for s in steps] == [0, 1]
+    assert steps[0]["policy_versions"] == [0]  # the first batch: the starting weights
+    for s in steps:
+        assert s["samples"] == 2 and math.isfinite(s["loss"])
+        assert set(s["policy_versions"]) <= {s["step"] - 1, s["step"]}  # staleness <= 1
