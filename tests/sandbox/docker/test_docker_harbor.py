@@ -18,7 +18,7 @@ from ares.core.status import EpisodeStatus
 from ares.envs.code_env import CodeEnvironment
 from ares.llm.types import LLMRequest
 from ares.policies import make_policy
-from ares.sandbox.docker import DockerConfig, DockerSandboxFactory
+from ares.sandbox.docker import DockerConfig, DockerSandboxFactory, janitor
 
 HARBOR = Path(__file__).resolve().parents[2] / "fixtures" / "harbor"
 TASK = HARBOR / "pytest-app"
@@ -34,7 +34,9 @@ async def play(env: CodeEnvironment, policy: str) -> ares.TimeStep:
 
 
 def frozen_images(client: docker.DockerClient) -> set[str]:
-    return {i["Id"] for i in client.api.images(filters={"label": "ares.frozen=1"})}
+    """The frozen images this process made (CI runs other docker tests in a second lane at once)."""
+    mine = [f"{janitor.FROZEN_LABEL}=1", f"{janitor.OWNER_PID_LABEL}={os.getpid()}"]
+    return {i["Id"] for i in client.api.images(filters={"label": mine})}
 
 
 async def test_harbor_task_oracle_scores_one_and_null_zero(
