@@ -347,3 +347,27 @@ async def test_tool_calling_agents_keep_valid_replies_so_prompts_extend(agent: A
             ts = await env.step(steps[-1][1])
     assert [obs.metadata[PREFIX_KEY] for obs, _ in steps] == ["reset", "extended", "extended"]
     assert_prefix_property(steps)
+
+
+@needs_local
+async def test_the_local_policy_stamps_the_trainers_version(local: Any) -> None:
+    """The llama.cpp policy stamps each answer with its version source's value as it arrives, and
+    reports the version a call made now would get (``VersionReporting``); the factory pickles with
+    a plain value (as Ray ships it)."""
+    import pickle
+    from dataclasses import replace
+
+    from ares.policies.versions import VersionReporting, version_of
+
+    step = [3]
+    factory = replace(local, policy_version=lambda: step[0])
+    policy = factory(None, None)  # type: ignore[arg-type]
+    assert isinstance(policy, VersionReporting) and version_of(policy) == 3
+    request = LLMRequest(messages=(user("Say hi."),))
+    assert (await policy.act(request)).policy_version == 3
+    step[0] = 4  # the trainer exported new weights
+    answer = await policy.act(request)
+    assert answer.policy_version == 4 and answer.token_ids  # the tokens are the model's own
+    unversioned = await local(None, None).act(request)  # type: ignore[arg-type]
+    assert unversioned.policy_version is None
+    assert pickle.loads(pickle.dumps(replace(local, policy_version=7))).policy_version == 7

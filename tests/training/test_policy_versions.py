@@ -5,6 +5,7 @@ version segments beside its logprobs (and its JSONL round-trips them)."""
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,8 +15,10 @@ from ares.llm import anthropic_messages, openai_chat, openai_responses
 from ares.llm.types import LLMRequest, LLMResponse, user
 from ares.policies.client import ClientPolicyFactory
 from ares.records.exports.turns import turn_rows
+from ares.records.model import EpisodeRecord, StepRecord
+from ares.records.policy_call import PolicyCall
 from ares.training import token_sequences
-from ares.training.sequences import load_sequences_jsonl, write_sequences_jsonl
+from ares.training.sequences import TurnCall, load_sequences_jsonl, write_sequences_jsonl
 from training_records import episode, request, response
 
 ANSWER = LLMResponse(content="hi", token_ids=(5, 6), logprobs=(-0.5, -0.25), policy_version=7)
@@ -90,3 +93,41 @@ def test_a_sequence_carries_version_segments_and_they_round_trip(tmp_path: Path)
     assert [(r["requested_at"], r["answered_at"]) for r in rows] == [
         (steps[k - 1].ended_at, steps[k].started_at) for k in (1, 2, 3)
     ]
+    assert [(c.start, c.end, c.policy_version, c.requested_at) for c in s.turn_calls] == [
+        (0, 2, 1, None), (3, 4, 1, None), (6, 8, 2, None),
+    ]  # fmt: skip  # no runner recorded these calls: spans and versions, no clock
+
+
+def test_the_runners_calls_reach_turn_rows_and_sequences_and_round_trip(tmp_path: Path) -> None:
+    """A call asked of version 1 and answered by version 2 after queueing 2 s: the turn row and the
+    sequence's ``turn_calls`` say so, through the JSONL records and the sequences file."""
+    turns = [
+        (request([1, 2]), replace(response([10, 11], [-0.1, -0.2]), policy_version=1)),
+        (request([1, 2, 10, 11, 20]), replace(response([12], [-0.3]), policy_version=2)),
+    ]
+    calls = {1: PolicyCall(100.0, 100.5, 101.0, 1), 2: PolicyCall(102.0, 104.0, 105.0, 1)}
+    plain = episode(turns)
+    steps = [
+        StepRecord(
+            s.index, s.step_type, s.observation, s.action, s.reward, s.discount, s.started_at, s.ended_at,
+            s.trace, calls.get(s.index),
+        )
+        for s in plain.steps
+    ]  # fmt: skip
+    record = replace(plain, steps=type(plain.steps)(steps))
+    reloaded = EpisodeRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert [s.call for s in reloaded.steps] == [None, calls[1], calls[2]]
+    rows = turn_rows([reloaded])
+    assert [(r["requested_version"], r["policy_version"], r["queue_s"]) for r in rows] == [
+        (1, 1, 0.5),
+        (1, 2, 2.0),
+    ]
+    assert [(r["requested_at"], r["answered_at"]) for r in rows] == [(100.0, 101.0), (102.0, 105.0)]
+    (s,) = token_sequences(reloaded)
+    assert s.turn_calls == (
+        TurnCall(0, 2, 1, 1, 100.0, 101.0, 0.5),
+        TurnCall(3, 4, 2, 1, 102.0, 105.0, 2.0),
+    )
+    path = tmp_path / "sequences.jsonl"
+    write_sequences_jsonl([reloaded], path)
+    assert load_sequences_jsonl(path) == [s]

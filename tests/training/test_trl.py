@@ -9,7 +9,15 @@ import pytest
 
 import ares
 from ares.llm.local.default_model import MODEL_INSTALL_COMMAND, installed_default_model
-from ares.training.trl import REWARD_COLUMN, ares_reward_func, ares_rollout_func, trl_columns
+from ares.training.trl import (
+    CALLS_COLUMN,
+    OLDEST_COLUMN,
+    REWARD_COLUMN,
+    VERSIONS_COLUMN,
+    ares_reward_func,
+    ares_rollout_func,
+    trl_columns,
+)
 
 pytest.importorskip("torch", reason="needs the train extra (torch)")
 pytest.importorskip("trl", reason="needs TRL: pip install trl")
@@ -32,6 +40,9 @@ def test_an_episode_without_tokens_is_a_masked_placeholder() -> None:
         "logprobs": [[0.0]],
         "env_mask": [[0]],
         REWARD_COLUMN: [None],
+        VERSIONS_COLUMN: [[None]],
+        OLDEST_COLUMN: [None],
+        CALLS_COLUMN: [[]],
     }
 
 
@@ -94,6 +105,15 @@ def _train_and_check(tmp_path: Path) -> None:
         for ids, logprobs, mask in zip(out["completion_ids"], out["logprobs"], out["env_mask"], strict=True):
             assert 0 < len(ids) <= 16 and len(logprobs) == len(ids) == len(mask) and all(mask)
         assert all(r in (0.0, 1.0) for r in out[REWARD_COLUMN])
+    # Each batch was sampled by the weights of the step it was taken at, and says so per token.
+    for step, (_, out) in enumerate(calls):
+        assert out[OLDEST_COLUMN] == [step, step]
+        for ids, versions, turn_calls in zip(
+            out["completion_ids"], out[VERSIONS_COLUMN], out[CALLS_COLUMN], strict=True
+        ):
+            assert versions == [step] * len(ids)
+            assert [(c["policy_version"], c["requested_version"]) for c in turn_calls] == [(step, step)]
+            assert turn_calls[0]["answered_at"] >= turn_calls[0]["requested_at"] + turn_calls[0]["queue_s"]
     logged = [h for h in trainer.state.log_history if "reward" in h]
     assert len(logged) == 2 and all(0.0 <= h["reward"] <= 1.0 for h in logged)
     # TRL's length accounting is ARES's: the completion lengths it logged are the episodes' tokens.

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -14,7 +13,10 @@ from ares import tracing
 from ares.agents.base import ActionFormat
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.policies.base import Policy
+from ares.policies.versions import VersionSource, read_version
 from ares.tasks.model import Task
+
+__all__ = ["ClientPolicy", "ClientPolicyFactory", "ClosableLLMClient", "VersionSource", "current_version"]
 
 
 class ClosableLLMClient(Protocol):
@@ -28,14 +30,8 @@ class ClosableLLMClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-#: Which weights answer: a fixed version, or a callable read as each answer arrives (e.g. the
-#: trainer's step counter, or the version its inference server last loaded).
-VersionSource = int | Callable[[], int | None] | None
-
-
-def current_version(source: VersionSource) -> int | None:
-    """The version ``source`` says is serving now."""
-    return source() if callable(source) else source
+#: The older name of ``ares.policies.versions.read_version``.
+current_version = read_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +49,12 @@ class ClientPolicy:
         with tracing.span("policy.http", cat="policy", level="full", model=model):
             response = await self.client(observation)
         if response.policy_version is None and self.policy_version is not None:
-            response = replace(response, policy_version=current_version(self.policy_version))
+            response = replace(response, policy_version=read_version(self.policy_version))
         return response
+
+    def current_version(self) -> int | None:
+        """The version a call made now would be stamped with (``VersionReporting``)."""
+        return read_version(self.policy_version)
 
 
 @dataclass(frozen=True, slots=True)

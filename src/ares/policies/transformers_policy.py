@@ -69,6 +69,10 @@ class TransformersPolicy:
         """The PolicyFactory: every episode shares this instance (and so its batches)."""
         return self
 
+    def current_version(self) -> int | None:
+        """The version the next batch is generated with (``VersionReporting``)."""
+        return self.version
+
     def prompt_ids(self, request: LLMRequest) -> list[int]:
         """The ids fed to the model: the request's own, else its chat rendered by the template."""
         if request.prompt_token_ids is not None:

@@ -39,6 +39,7 @@ from ares.errors import EnvironmentStateError, SnapshotError
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.records.collectors import NullCollector, TrajectoryCollector
 from ares.records.model import EpisodeRecord, ErrorRecord, StepRecord, jsonable
+from ares.records.policy_call import PolicyCall
 from ares.records.rollout_trace import StepTrace
 
 TraceLevel = Literal["off", "basic", "full"]
@@ -52,6 +53,13 @@ class CommandSource(Protocol):
     log_commands: bool
 
     def drain_commands(self) -> list[Any]: ...
+
+
+@runtime_checkable
+class PolicyCallSink(Protocol):
+    """Takes the policy call behind the action of the next ``step`` (the runner hands it over)."""
+
+    def record_call(self, call: PolicyCall) -> None: ...
 
 
 class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
@@ -85,6 +93,7 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         self._any_reward = False
         self._previous: Any = None  # the observation the next action answers
         self._returned_at: float | None = None  # when it was handed out
+        self._call: PolicyCall | None = None  # the policy call behind the next step's action
         #: Recorded with the next episode when set (by a runner, before reset()): its group of k
         #: rollouts of one task, and its episode number in the run (re-runs of it supersede it).
         self.group_id: str | None = None
@@ -94,6 +103,10 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
     def episode_id(self) -> str | None:
         """The id of the episode being recorded (None between episodes)."""
         return self._episode_id
+
+    def record_call(self, call: PolicyCall) -> None:
+        """Record ``call`` with the next step (``PolicyCallSink``): the runner's view of the answer."""
+        self._call = call
 
     # ------------------------------------------------------------------ protocol
     async def reset(self, *, seed: int | None = None, task: Any | None = None) -> TimeStep[Any]:
@@ -249,7 +262,10 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
                 self._previous if action is not None else None, action, reward, ts.discount, started
             )
         kind, discount, ended = ts.step_type.name, ts.discount, time.time()
-        step = StepRecord(self._index, kind, observation, action, reward, discount, started, ended, trace)
+        call, self._call = (self._call if action is not None else None), None
+        step = StepRecord(
+            self._index, kind, observation, action, reward, discount, started, ended, trace, call
+        )
         self._index += 1
         self._previous, self._returned_at = observation, ended
         self.collector.record_step(self._episode_id, step)
@@ -261,7 +277,8 @@ class TrajectoryCollectingEnvironment(Wrapper[Any, Any]):
         trace = (
             None if self.trace_level == "off" else self._trace(self._previous, action, None, None, started)
         )
-        step = StepRecord(self._index, "LAST", None, action, None, None, started, time.time(), trace)
+        call, self._call = self._call, None
+        step = StepRecord(self._index, "LAST", None, action, None, None, started, time.time(), trace, call)
         self._index += 1
         self.collector.record_step(self._episode_id, step)
 

@@ -111,7 +111,8 @@ def step_json_text(step: StepRecord, fragments: JsonFragments) -> str:
     observation = fragments.text("value", step.observation, fragments.value)
     action = fragments.text("value", step.action, fragments.value)
     trace = _trace_text(step, fragments)
-    return f'{head[:-1]},"observation":{observation},"action":{action},"trace":{trace}}}'
+    call = "" if step.call is None else f',"call":{dumps(step.call.to_json())}'
+    return f'{head[:-1]},"observation":{observation},"action":{action},"trace":{trace}{call}}}'
 
 
 def _trace_text(step: StepRecord, fragments: JsonFragments) -> str:

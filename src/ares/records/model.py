@@ -20,6 +20,7 @@ from ares.llm.openai_chat import (
     response_to_openai,
 )
 from ares.llm.types import LLMRequest, LLMResponse, Message
+from ares.records.policy_call import PolicyCall
 from ares.records.rollout_trace import StepTrace, prompt_messages, response_message
 
 FORMAT = "ares.trajectory/1"
@@ -39,6 +40,7 @@ class StepRecord:
 
     ``observation`` is the request the step returned (None on a LAST step without one), ``action`` the
     response that produced it (None for FIRST). ``trace`` is the rollout trace of the step, if traced.
+    ``call`` is the policy call that produced ``action``, when a runner recorded it (``PolicyCall``).
     """
 
     index: int
@@ -50,6 +52,7 @@ class StepRecord:
     started_at: float
     ended_at: float
     trace: Mapping[str, Any] | None = None
+    call: PolicyCall | None = None
 
     def __init__(
         self,
@@ -62,6 +65,7 @@ class StepRecord:
         started_at: float,
         ended_at: float,
         trace: Mapping[str, Any] | None = None,
+        call: PolicyCall | None = None,
     ) -> None:
         # Built on every recorded step: the slots are set through their descriptors, which costs
         # half of the generated frozen __init__ (object.__setattr__ per field) and keeps it frozen.
@@ -74,13 +78,14 @@ class StepRecord:
         _set_started_at(self, started_at)
         _set_ended_at(self, ended_at)
         _set_trace(self, trace)
+        _set_call(self, call)
 
     @property
     def latency_s(self) -> float:
         return self.ended_at - self.started_at
 
     def to_json(self) -> Json:
-        return {
+        data = {
             "index": self.index,
             "step_type": self.step_type,
             "observation": encode_value(self.observation),
@@ -92,6 +97,9 @@ class StepRecord:
             "latency_s": self.latency_s,
             "trace": _trace_json(self.trace),
         }
+        if self.call is not None:  # only steps a runner played have one: older records stay as they are
+            data["call"] = self.call.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], previous: StepRecord | None = None) -> StepRecord:
@@ -110,6 +118,7 @@ class StepRecord:
             trace=_resolve_trace(
                 data.get("trace"), observation, action, None if previous is None else previous.observation
             ),
+            call=PolicyCall.from_json(data.get("call")),
         )
 
 
@@ -123,6 +132,7 @@ class StepRecord:
     _set_started_at,
     _set_ended_at,
     _set_trace,
+    _set_call,
 ) = (vars(StepRecord)[f.name].__set__ for f in dataclasses.fields(StepRecord))
 
 

@@ -27,8 +27,10 @@ from ares.envs.episode import ErrorInfo
 from ares.errors import AresTimeoutError, PolicyTimeoutError
 from ares.llm.types import LLMResponse
 from ares.policies.base import PolicyFactory
-from ares.records.collecting import TraceLevel, TrajectoryCollectingEnvironment
+from ares.policies.versions import version_of
+from ares.records.collecting import PolicyCallSink, TraceLevel, TrajectoryCollectingEnvironment
 from ares.records.collectors import TrajectoryCollector
+from ares.records.policy_call import PolicyCall
 from ares.rollout.pause import PolicyGate
 from ares.rollout.results import EpisodeResult
 from ares.rollout.staleness import Staleness
@@ -120,25 +122,35 @@ class _Play:
     async def until(self, timestep: Any, policy: Any, *, stop: Callable[[], bool] = lambda: False) -> Any:
         """Step with ``policy`` from ``timestep`` until LAST (or until ``stop()``); the last TimeStep."""
         self.timestep = timestep
+        sink = self.drive if isinstance(self.drive, PolicyCallSink) else None
         while not timestep.last() and not stop():
+            requested_at = time.time()
             if self.gate is not None:
                 async with self.gate.call():  # a trainer's pause holds the call back, not the episode
-                    action, t0 = await self._ask(policy, timestep)
+                    action, t0, call = await self._ask(policy, timestep, requested_at)
             else:
-                action, t0 = await self._ask(policy, timestep)
+                action, t0, call = await self._ask(policy, timestep, requested_at)
             self.policy_latencies.append(time.perf_counter() - t0)
             self.tokens.add(action)
+            if sink is not None:
+                sink.record_call(call)
             self._check_version(action)
             t0 = time.perf_counter()
             timestep = self.timestep = await self.drive.step(action)
             self.latencies.append(time.perf_counter() - t0)
         return timestep
 
-    async def _ask(self, policy: Any, timestep: Any) -> tuple[Any, float]:
-        """The policy's answer to ``timestep`` (bounded by ``timeout_s``) and when it was asked;
-        first, the staleness bound (the trainer may have moved on while the episode waited)."""
+    async def _ask(self, policy: Any, timestep: Any, requested_at: float) -> tuple[Any, float, PolicyCall]:
+        """The policy's answer to ``timestep`` (bounded by ``timeout_s``), when it was asked, and the
+        call as recorded (``PolicyCall``: the version serving when asked is the policy's own report,
+        else the trainer's current one); first, the staleness bound (the trainer may have moved on
+        while the episode waited)."""
         if self.staleness is not None:
             self.staleness.check(self.oldest_version)
+        requested_version = version_of(policy)
+        if requested_version is None and self.staleness is not None:
+            requested_version = self.staleness.current()
+        asked_at = time.time()
         t0 = time.perf_counter()
         try:
             with tracing.span("policy", cat="policy", step=len(self.policy_latencies)):
@@ -149,7 +161,7 @@ class _Play:
             raise PolicyTimeoutError(
                 f"the policy did not answer within {self.timeout_s:g}s (policy_timeout_s)"
             ) from exc
-        return action, t0
+        return action, t0, PolicyCall(requested_at, asked_at, time.time(), requested_version)
 
     def _check_version(self, action: Any) -> None:
         """Keep the oldest version the episode received; past the staleness bound, end it."""

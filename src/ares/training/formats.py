@@ -11,6 +11,7 @@ which is what ``token_sequences`` builds; see docs/policies-and-trainers.md for 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -75,4 +76,8 @@ def tinker_datum(sequence: TokenSequence, advantage: float) -> dict[str, Any]:
             "logprobs": [0.0] * before + [lp if m else 0.0 for lp, m in sampled],
             "advantages": [0.0] * before + [advantage if m else 0.0 for m in sequence.mask],
         },
+        # Beside the datum (Tinker takes only the two above): which version sampled each target
+        # (None for prompt and environment tokens), and each turn's call, for a staleness bound.
+        "target_versions": [None] * before + list(sequence.token_versions()),
+        "turn_calls": [dataclasses.asdict(call) for call in sequence.turn_calls],
     }

@@ -48,6 +48,32 @@ class PrefixError(AresError, ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class TurnCall:
+    """One policy turn of a sequence: its completion tokens ``[start, end)`` in ``completion_ids``,
+    the version that answered and the one serving when it was asked, and its clock (wall time;
+    ``queue_s``: how long the prompt waited before the policy took it). The clock and
+    ``requested_version`` are None where the runner recorded no call (``StepRecord.call``)."""
+
+    start: int
+    end: int
+    policy_version: int | None = None
+    requested_version: int | None = None
+    requested_at: float | None = None
+    answered_at: float | None = None
+    queue_s: float | None = None
+
+    @classmethod
+    def of(cls, turn: Turn, start: int, end: int) -> TurnCall:
+        call = turn.step.call
+        version = turn.response.policy_version
+        if call is None:
+            return cls(start, end, version)
+        return cls(
+            start, end, version, call.requested_version, call.requested_at, call.answered_at, call.queue_s
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class TokenSequence:
     """One training sample: a prompt, what followed it, and which of those tokens the policy chose.
 
@@ -81,6 +107,9 @@ class TokenSequence:
     #: exclusive; observation tokens between two answers of one version stay in its segment), in
     #: order; the version is the answer's ``policy_version`` (None: not reported).
     version_segments: tuple[tuple[int, int, int | None], ...] = ()
+    #: Each policy turn's tokens, versions and timing (``TurnCall``), in order: how stale each
+    #: answer was when it was asked and how long it queued, for a trainer's staleness bound.
+    turn_calls: tuple[TurnCall, ...] = ()
 
     def __post_init__(self) -> None:
         if len(self.mask) != len(self.completion_ids):
@@ -92,6 +121,23 @@ class TokenSequence:
     def trainable(self) -> bool:
         """Whether a trainer learns from this sample: it has a reward and is not masked."""
         return self.reward is not None and not self.masked
+
+    @property
+    def oldest_version(self) -> int | None:
+        """The oldest version that answered any turn (what a staleness bound judges); None if none
+        reported one."""
+        versions = [v for _, _, v in self.version_segments if v is not None]
+        return min(versions) if versions else None
+
+    def token_versions(self) -> tuple[int | None, ...]:
+        """One entry per ``completion_ids`` token: the version that sampled it, None for the
+        environment's tokens (mask 0) and where no version was reported."""
+        versions: list[int | None] = [None] * len(self.completion_ids)
+        for start, end, version in self.version_segments:
+            for i in range(start, end):
+                if self.mask[i]:
+                    versions[i] = version
+        return tuple(versions)
 
     @property
     def sampled_tokens(self) -> int:
@@ -121,20 +167,19 @@ def token_sequences(episode: EpisodeRecord, *, strict: bool = False) -> list[Tok
         prompt, completion, logprobs = _turn_tokens(episode, turn)
         current = chains[-1] if chains else None
         compacted = turn.prompt is not None and turn.prompt.metadata.get(CONTEXT_KEY) == "compacted"
-        version = turn.response.policy_version
         if current is None:
-            chains.append(_Chain(prompt, completion, logprobs, turn.index, "episode", version))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "episode", turn))
         elif compacted:
-            chains.append(_Chain(prompt, completion, logprobs, turn.index, "compaction", version))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "compaction", turn))
         elif current.extends_into(prompt):
-            current.add(prompt, completion, logprobs, version)
+            current.add(prompt, completion, logprobs, turn)
         elif strict:
             raise PrefixError(
                 f"episode {episode.episode_id} turn {turn.index}: the prompt does not extend the previous "
                 "prompt + completion and follows no compaction"
             )
         else:
-            chains.append(_Chain(prompt, completion, logprobs, turn.index, "reset", version))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "reset", turn))
     return [
         TokenSequence(
             episode_id=episode.episode_id,
@@ -154,6 +199,7 @@ def token_sequences(episode: EpisodeRecord, *, strict: bool = False) -> list[Tok
             blame=str(blame) if blame is not None else None,
             masked=is_masked,
             version_segments=tuple((start, end, v) for start, end, v in c.segments),
+            turn_calls=tuple(c.calls),
         )
         for c in chains
     ]
@@ -174,15 +220,17 @@ class _Chain:
         logprobs: Sequence[float] | None,
         first_turn: int,
         start: SequenceStart,
-        version: int | None = None,
+        turn: Turn,
     ) -> None:
         self.first_turn, self.start = first_turn, start
+        version = turn.response.policy_version
         self.prompt = list(prompt)
         self.completion = list(completion)
         self.mask = [1] * len(completion)
         self.logprobs = None if logprobs is None else list(logprobs)
         self.turns = 1
         self.segments: list[list[Any]] = [[0, len(completion), version]] if completion else []
+        self.calls = [TurnCall.of(turn, 0, len(completion))]
 
     def extends_into(self, prompt: Sequence[int]) -> bool:
         """Whether ``prompt`` starts with everything so far (so the policy saw it exactly)."""
@@ -196,10 +244,12 @@ class _Chain:
         prompt: Sequence[int],
         completion: Sequence[int],
         logprobs: Sequence[float] | None,
-        version: int | None = None,
+        turn: Turn,
     ) -> None:
+        version = turn.response.policy_version
         added = list(prompt[len(self.prompt) + len(self.completion) :])
         start = len(self.completion) + len(added)
+        self.calls.append(TurnCall.of(turn, start, start + len(completion)))
         if completion and self.segments and self.segments[-1][2] == version:
             self.segments[-1][1] = start + len(completion)
         elif completion:
@@ -243,6 +293,7 @@ def sequence_row(sequence: TokenSequence) -> dict[str, Any]:
     for name in ("prompt_ids", "completion_ids", "mask", "logprobs"):
         row[name] = None if row[name] is None else list(row[name])
     row["version_segments"] = [list(segment) for segment in sequence.version_segments]
+    row["turn_calls"] = [dataclasses.asdict(call) for call in sequence.turn_calls]
     return row
 
 
@@ -260,7 +311,7 @@ def write_sequences_jsonl(episodes: Iterable[EpisodeRecord], path: Path) -> int:
 
 
 #: Fields added after the first rows were written: rows without them load with the defaults.
-_ADDED = frozenset({"first_turn", "start", "outcome", "blame", "masked", "version_segments"})
+_ADDED = frozenset({"first_turn", "start", "outcome", "blame", "masked", "version_segments", "turn_calls"})
 
 
 def load_sequences_jsonl(path: Path) -> list[TokenSequence]:
@@ -272,6 +323,8 @@ def load_sequences_jsonl(path: Path) -> list[TokenSequence]:
         try:
             row = json.loads(line)
             values = {name: row[name] for name in SEQUENCE_FIELDS if name in row or name not in _ADDED}
+            if "turn_calls" in values:
+                values["turn_calls"] = tuple(TurnCall(**call) for call in values["turn_calls"])
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path}:{number}: not a token sequence row ({e})") from None
         for name in ("prompt_ids", "completion_ids", "mask", "logprobs"):

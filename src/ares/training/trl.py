@@ -22,6 +22,7 @@ and ``state.global_step`` will do.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +33,12 @@ from ares.training.sequences import TokenSequence
 
 #: The extra column ``rollout_func`` returns and ``ares_reward_func`` reads.
 REWARD_COLUMN = "ares_reward"
+#: Extra columns for an asynchronous trainer (TRL passes them on to reward functions): the version
+#: that sampled each completion token (None for environment tokens), the oldest version of the
+#: sample, and each turn's ``TurnCall`` (versions asked and answering, times, queue time).
+VERSIONS_COLUMN = "ares_token_versions"
+OLDEST_COLUMN = "ares_oldest_version"
+CALLS_COLUMN = "ares_turn_calls"
 RolloutFunc = Callable[[list[Any], Any], dict[str, list[Any]]]
 
 
@@ -69,6 +76,7 @@ def trl_columns(sequences: Sequence[TokenSequence | None], eos_id: int) -> dict[
     produced no tokens, padded to a single masked EOS so TRL's batch keeps its shape)."""
     out: dict[str, list[Any]] = {
         "prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [], REWARD_COLUMN: [],
+        VERSIONS_COLUMN: [], OLDEST_COLUMN: [], CALLS_COLUMN: [],
     }  # fmt: skip
     for s in sequences:
         if s is None or not s.completion_ids:
@@ -77,6 +85,9 @@ def trl_columns(sequences: Sequence[TokenSequence | None], eos_id: int) -> dict[
             out["logprobs"].append([0.0])
             out["env_mask"].append([0])
             out[REWARD_COLUMN].append(None)
+            out[VERSIONS_COLUMN].append([None])
+            out[OLDEST_COLUMN].append(None)
+            out[CALLS_COLUMN].append([])
             continue
         scored = s.trainable
         out["prompt_ids"].append(list(s.prompt_ids))
@@ -84,6 +95,9 @@ def trl_columns(sequences: Sequence[TokenSequence | None], eos_id: int) -> dict[
         out["logprobs"].append(list(s.logprobs) if s.logprobs is not None else [0.0] * len(s.completion_ids))
         out["env_mask"].append(list(s.mask) if scored else [0] * len(s.mask))
         out[REWARD_COLUMN].append(s.reward if scored else None)  # a masked sample scores nothing
+        out[VERSIONS_COLUMN].append(list(s.token_versions()))
+        out[OLDEST_COLUMN].append(s.oldest_version)
+        out[CALLS_COLUMN].append([dataclasses.asdict(call) for call in s.turn_calls])
     return out
 
 
@@ -96,7 +110,8 @@ def ares_reward_func(completions: list[Any], **columns: Any) -> list[float | Non
 
 
 def trainer_policy(trainer: Any) -> PolicyFactory:
-    """The trainer's own model and tokenizer as an on-policy ARES policy (extra ``train``)."""
+    """The trainer's own model and tokenizer as an on-policy ARES policy (extra ``train``), its
+    version the trainer's ``state.global_step`` (the optimizer steps taken so far)."""
     from ares.policies.transformers_policy import GenerationSettings, TransformersPolicy
 
     args = getattr(trainer, "args", None)
@@ -109,7 +124,8 @@ def trainer_policy(trainer: Any) -> PolicyFactory:
         batch_size=int(getattr(args, "per_device_train_batch_size", None) or 8)
         * int(getattr(args, "steps_per_generation", None) or 1),
     )
-    return TransformersPolicy(model, trainer.processing_class, settings)
+    step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
+    return TransformersPolicy(model, trainer.processing_class, settings, version=step)
 
 
 def _task_id(prompt: Any) -> str:

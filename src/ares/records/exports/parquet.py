@@ -48,6 +48,7 @@ COLUMNS: dict[str, str] = {
     "observation": "string",
     "action": "string",
     "trace": "string",
+    "call": "string",
     "episode_status": "string",
     "episode_total_reward": "float64",
 }
@@ -99,6 +100,7 @@ def turn_schema() -> pa.Schema:
         "policy_latency_s": pa.float64(), "prompt_tokens": pa.int64(), "completion_tokens": pa.int64(),
         "cost_usd": pa.float64(), "episode_outcome": pa.bool_(), "episode_masked": pa.bool_(),
         "policy_version": pa.int64(), "requested_at": pa.float64(), "answered_at": pa.float64(),
+        "requested_version": pa.int64(), "queue_s": pa.float64(),
     }  # fmt: skip
     return pa.schema([(name, types.get(name, pa.string())) for name in TURN_FIELDS])
 
@@ -225,6 +227,7 @@ def step_rows(episodes: Iterable[EpisodeRecord]) -> list[dict[str, Any]]:
                     "observation": json.dumps(data["observation"]),
                     "action": json.dumps(data["action"]),
                     "trace": json.dumps(data["trace"]),
+                    "call": json.dumps(data["call"]) if "call" in data else None,
                     "episode_status": episode.status,
                     "episode_total_reward": episode.total_reward,
                 }
@@ -277,6 +280,7 @@ def load_steps_parquet(path: Path) -> list[EpisodeRecord]:
                 "started_at": row["started_at"],
                 "ended_at": row["ended_at"],
                 "trace": json.loads(row["trace"]),
+                "call": json.loads(row["call"]) if row.get("call") else None,  # older files: no column
             }
         )
     headers = json.loads(raw)

@@ -32,8 +32,11 @@ with ``trace="off"``. Rows (``turn_row``/``turn_rows``; ``TURN_FIELDS`` in order
   cost (from the trace's ``extra["policy"]`` when recorded, else the response's usage and cost);
 - ``episode_outcome`` (the verifier's pass/fail), ``episode_blame`` and ``episode_masked``: whether
   a trainer should leave the episode out (``ares.envs.blame``);
-- ``policy_version``: the version of the weights that answered; ``requested_at`` / ``answered_at``:
-  when the prompt was handed to the policy and when the answer came back (wall time).
+- ``policy_version``: the version of the weights that answered; ``requested_version``: the version
+  serving when the policy was asked (``StepRecord.call``; None where the runner recorded no call or
+  the policy reports none); ``requested_at`` / ``answered_at``: when the prompt was handed to the
+  policy and when the answer came back (wall time); ``queue_s``: how long the prompt waited before
+  the policy took it (e.g. behind a paused gate during a weight update).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ TURN_FIELDS = (
     "finish_reason", "model", "reward", "episode_reward", "last_turn", "episode_status", "exit_reason",
     "truncation", "episode_error", "policy_latency_s", "prompt_tokens", "completion_tokens", "cost_usd",
     "episode_outcome", "episode_blame", "episode_masked", "policy_version", "requested_at", "answered_at",
+    "requested_version", "queue_s",
 )  # fmt: skip
 ACCOUNTING = ("policy_latency_s", "prompt_tokens", "completion_tokens", "cost_usd")
 
@@ -258,11 +262,29 @@ def turn_row(episode: EpisodeRecord, turn: Turn, before: Turn | None = None) -> 
         **accounting(turn),
         **episode_verdict(episode),
         "policy_version": resp.policy_version,
-        # When the observation was handed to the policy and when its answer came back (wall time).
-        "requested_at": None if turn.prompt_step is None else turn.prompt_step.ended_at,
-        "answered_at": turn.step.started_at,
+        **call_times(turn),
     }
     return row
+
+
+def call_times(turn: Turn) -> Json:
+    """When the observation was handed to the policy and when its answer came back (wall time), the
+    version serving when it was asked and the time it queued: the runner's record of the call where
+    there is one, else the step times (no version, no queue time)."""
+    call = turn.step.call
+    if call is None:
+        return {
+            "requested_at": None if turn.prompt_step is None else turn.prompt_step.ended_at,
+            "answered_at": turn.step.started_at,
+            "requested_version": None,
+            "queue_s": None,
+        }
+    return {
+        "requested_at": call.requested_at,
+        "answered_at": call.answered_at,
+        "requested_version": call.requested_version,
+        "queue_s": call.queue_s,
+    }
 
 
 def episode_verdict(episode: EpisodeRecord) -> Json:
