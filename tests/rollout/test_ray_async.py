@@ -206,11 +206,11 @@ async def until_actors(fleet: RayRunner, condition: Callable[[dict[str, Any]], b
         await asyncio.sleep(0.02)
 
 
-def versions_by_episode(path: Path, superseded: bool = False) -> dict[int, list[Any]]:
+def versions_by_episode(path: Path) -> dict[int, list[Any]]:
+    """Each recorded episode's answer versions, in step order."""
     return {
         e.metadata["episode_index"]: [s.action.policy_version for s in e.steps if s.action is not None]
-        for e in load_episodes(path, keep_superseded=superseded)
-        if e.status == "finished"
+        for e in load_episodes(path)
     }
 
 
