@@ -51,16 +51,7 @@ HUMANEVAL = functools.partial(ares.make, "humaneval", tasks="0:3", step_limit=2)
 ORACLE = make_policy("oracle")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def ray_instance() -> Iterator[None]:
-    # Ray runs its workers at nice 15: on a machine busy with other work (other test runs) they would
-    # wait behind every ordinary process, and a worker that starts in half a second takes ten.
-    ray.init(
-        num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="ares-tests",
-        _system_config={"worker_niceness": 0},
-    )  # fmt: skip
-    yield
-    ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_instance")  # tests/rollout/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from ares.errors import PolicyError, SandboxUnavailableError
 from ares.policies import make_policy
 from ares.records.collectors import JsonDirCollector
 from ares.records.loader import load_episodes
-from ares.rollout import RunSpec
+from ares.rollout import PolicyGate, RaySettings, RunSpec, Staleness
 from ares.rollout.results import RunSummary
 from ares.sandbox.base import SandboxSpec
 from ares.sandbox.local import LocalSandbox
@@ -85,8 +83,11 @@ def test_a_policy_failure_is_never_refilled() -> None:
     )
 
 
-def test_refills_are_refused_where_they_do_not_apply() -> None:
-    with pytest.raises(ValueError, match="refills, staleness and a gate run on the local runner"):
-        RunSpec.load(
-            "humaneval", tasks="0", refills=1, ray=__import__("ares.rollout", fromlist=["x"]).RaySettings()
-        )
+def test_refills_staleness_and_a_gate_go_to_ray_too() -> None:
+    """No runner refuses them: the Ray runner refills, bounds staleness and pauses as this one does
+    (tests/rollout/test_ray_async.py)."""
+    spec = RunSpec.load(
+        "humaneval", tasks="0", refills=1, staleness=Staleness(lambda: 0, 1), gate=PolicyGate(),
+        ray=RaySettings(),
+    )  # fmt: skip
+    assert (spec.refills, spec.ray) == (1, RaySettings())

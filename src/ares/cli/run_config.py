@@ -86,10 +86,6 @@ class RunConfig:
             raise fail("--resume needs --out DIR (the run to resume)")
         if not self.use_ray and (self.ray_actors is not None or self.retries or self.ray_address is not None):
             raise fail("--ray-address, --ray-actors and --retries go with --ray")
-        if self.use_ray and self.refills:
-            raise fail(
-                "--refills runs on the local runner; with --ray, --retries replays what a lost actor held"
-            )
         if self.span_level not in SPAN_LEVELS:
             raise fail(f"--span-level must be basic or full, not {self.span_level!r}")
         try:

@@ -8,6 +8,9 @@ weights); the trainer updates the weights (and the policy's version); ``resume()
 episodes go on, their next tokens from the new weights. The records show where the version
 changed (``LLMResponse.policy_version``, ``TokenSequence.version_segments``), and each segment is
 exact for the weights that made it. Sandboxes stay up meanwhile: the agents are only waiting.
+
+Episodes in other processes (a Ray run's actors, each with a gate of its own) follow the gate as
+``GateMember``s: ``pause()`` returns once every member has paused too, ``resume()`` resumes them.
 """
 
 from __future__ import annotations
@@ -15,6 +18,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Protocol
+
+
+class GateMember(Protocol):
+    """Episodes elsewhere that pass the same gate: paused and resumed with it (``PolicyGate.join``)."""
+
+    async def pause(self) -> None:
+        """Hold the member's episodes at their next step boundary; return once none is in a call."""
+        ...
+
+    def resume(self) -> None:
+        """Let the member's episodes go on (without waiting: ``PolicyGate.resume`` is synchronous)."""
+        ...
 
 
 class PolicyGate:
@@ -26,6 +42,7 @@ class PolicyGate:
         self._idle = asyncio.Event()
         self._idle.set()
         self._in_flight = 0
+        self._members: list[GateMember] = []
 
     @property
     def paused(self) -> bool:
@@ -37,13 +54,26 @@ class PolicyGate:
         return self._in_flight
 
     async def pause(self) -> None:
-        """Hand out no further observation; return once every call under way has completed."""
+        """Hand out no further observation; return once every call under way has completed, here
+        and in every member."""
         self._open.clear()
         await self._idle.wait()
+        await asyncio.gather(*(member.pause() for member in tuple(self._members)))
 
     def resume(self) -> None:
-        """Let the waiting episodes ask the policy again."""
+        """Let the waiting episodes ask the policy again, here and in every member."""
         self._open.set()
+        for member in tuple(self._members):
+            member.resume()
+
+    def join(self, member: GateMember) -> None:
+        """Have ``member`` paused and resumed with this gate from now on (it reads ``paused`` to
+        start in step)."""
+        self._members.append(member)
+
+    def leave(self, member: GateMember) -> None:
+        with contextlib.suppress(ValueError):
+            self._members.remove(member)
 
     @contextlib.asynccontextmanager
     async def call(self) -> AsyncIterator[None]:

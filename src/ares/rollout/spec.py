@@ -31,7 +31,7 @@ from ares.rollout.pause import PolicyGate
 from ares.rollout.results import EpisodeResult
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, run_episodes
 from ares.rollout.staleness import Staleness
-from ares.rollout.stream import stream_groups
+from ares.rollout.stream import Runner, stream_groups
 from ares.sandbox.backends import make_sandbox_factory
 from ares.sandbox.base import SandboxFactory
 from ares.tasks.model import Task, VerifierMode
@@ -80,11 +80,6 @@ class RunSpec:
         if self.group_size < 1 or self.concurrency < 1:
             raise ValueError(
                 f"group_size and concurrency must be >= 1, got {self.group_size}, {self.concurrency}"
-            )
-        if (self.refills or self.staleness is not None or self.gate is not None) and self.ray is not None:
-            raise ValueError(
-                "refills, staleness and a gate run on the local runner; on Ray, retries replay what a "
-                "lost actor held"
             )
         if self.episodes is not None and self.episodes % self.group_size:
             raise ValueError(
@@ -157,10 +152,10 @@ class RunSpec:
             "episodes": self.total_episodes, "concurrency": self.concurrency, "seed": self.seed,
             "on_result": on_result, "collector": collector, "trace": self.trace, "skip": skip,
             "group_size": self.group_size, "policy_timeout_s": self.policy_timeout_s,
-            "num_tasks": len(self.tasks), "keep_records": keep_records,
+            "num_tasks": len(self.tasks), "keep_records": keep_records, "refills": self.refills,
+            "staleness": self.staleness, "gate": self.gate,
         }  # fmt: skip
         if self.ray is None:
-            shared |= {"refills": self.refills, "staleness": self.staleness, "gate": self.gate}
             owned = sandbox_factory is None  # made here for this run: closed here too
             factory = make_sandbox_factory(self.sandbox) if sandbox_factory is None else sandbox_factory
             try:
@@ -168,13 +163,18 @@ class RunSpec:
             finally:
                 if owned and isinstance(factory, Closable):
                     await asyncio.to_thread(factory.close)  # a client's close may block
-        make_env = self.env_factory()
-        from ares.rollout.ray import run_episodes_ray  # Ray is an extra
+        return await self._ray_runner(on_trace_events=on_trace_events)(
+            self.env_factory(), policy_factory, **shared
+        )
 
-        return await run_episodes_ray(
-            make_env, policy_factory, actors=self.ray.actors, retries=self.ray.retries,
-            on_trace_events=on_trace_events, **shared,
-        )  # fmt: skip
+    def _ray_runner(self, **options: Any) -> Runner:
+        """``run_episodes_ray`` with this spec's Ray settings (and ``options``)."""
+        assert self.ray is not None
+        from ares.rollout.ray import run_episodes_ray  # Ray is an extra: imported only to play on it
+
+        return functools.partial(
+            run_episodes_ray, actors=self.ray.actors, retries=self.ray.retries, **options
+        )
 
     async def stream(
         self,
@@ -187,16 +187,15 @@ class RunSpec:
         keep_records: bool = True,
     ) -> AsyncIterator[list[EpisodeResult]]:
         """The run's groups as they finish, through a buffer of ``buffer`` groups with backpressure
-        (``ares.rollout.stream``); on the local runner."""
-        if self.ray is not None:
-            raise ValueError("streaming groups runs on the local runner; on Ray, play() returns them all")
-        owned = sandbox_factory is None
-        factory = make_sandbox_factory(self.sandbox) if sandbox_factory is None else sandbox_factory
+        (``ares.rollout.stream``), here or on Ray."""
+        owned = sandbox_factory is None and self.ray is None
+        factory = make_sandbox_factory(self.sandbox) if owned else sandbox_factory
+        runner = run_episodes if self.ray is None else self._ray_runner()
         try:
             groups = stream_groups(
                 self.env_factory(factory), policy_factory, episodes=self.total_episodes,
-                group_size=self.group_size, buffer=buffer, concurrency=self.concurrency, seed=self.seed,
-                on_result=on_result, collector=collector, trace=self.trace,
+                group_size=self.group_size, buffer=buffer, runner=runner, concurrency=self.concurrency,
+                seed=self.seed, on_result=on_result, collector=collector, trace=self.trace,
                 policy_timeout_s=self.policy_timeout_s, num_tasks=len(self.tasks), keep_records=keep_records,
                 refills=self.refills, staleness=self.staleness, gate=self.gate,
             )  # fmt: skip

@@ -2,18 +2,18 @@
 
 An asynchronous trainer wants each group of k rollouts of a task the moment its last member ends,
 not the whole run at the end; and it wants the runner to wait when it falls behind instead of
-piling up finished groups. ``stream_groups`` runs ``run_episodes`` underneath and yields each
-complete group (its results in episode order) ready-first, through a buffer of at most ``buffer``
-finished groups: while the buffer is full no new episode starts (the episodes already running
-finish). Leaving the loop early cancels the episodes still running; an error in the run is raised
-from the loop.
+piling up finished groups. ``stream_groups`` runs ``run_episodes`` (or another runner with its
+call, such as ``run_episodes_ray``) underneath and yields each complete group (its results in
+episode order) ready-first, through a buffer of at most ``buffer`` finished groups: while the
+buffer is full no new episode starts (the episodes already running finish). Leaving the loop early
+cancels the episodes still running; an error in the run is raised from the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ares.core.environment import Environment
@@ -23,6 +23,9 @@ from ares.rollout.runner import run_episodes
 
 _DONE = object()
 
+#: A runner with ``run_episodes``' call: ``run_episodes`` itself, or ``run_episodes_ray`` (Ray).
+Runner = Callable[..., Awaitable[list[EpisodeResult]]]
+
 
 async def stream_groups(
     make_env: Callable[[], Environment[Any, Any]],
@@ -31,9 +34,10 @@ async def stream_groups(
     episodes: int,
     group_size: int = 1,
     buffer: int = 4,
+    runner: Runner = run_episodes,
     **run_options: Any,
 ) -> AsyncIterator[list[EpisodeResult]]:
-    """Each complete group of ``run_episodes(make_env, policy_factory, episodes=..., group_size=...,
+    """Each complete group of ``runner(make_env, policy_factory, episodes=..., group_size=...,
     **run_options)`` as it finishes. ``on_result`` in ``run_options`` still sees every result."""
     if buffer < 1:
         raise ValueError(f"buffer must be >= 1, got {buffer}")
@@ -61,7 +65,7 @@ async def stream_groups(
 
     async def run() -> None:
         try:
-            await run_episodes(
+            await runner(
                 make_env, policy_factory, episodes=episodes, group_size=group_size, on_result=on_result,
                 before_episode=before_episode, **run_options,
             )  # fmt: skip

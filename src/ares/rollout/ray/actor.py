@@ -3,8 +3,9 @@
 An actor outlives runs: the driver announces each run (``begin_run``: its policy and settings) and
 then sends its work. Idle environments are kept between episodes (as a local runner's worker
 does), per recording setting; each records into its own ``BufferCollector`` and the events go back
-with the result, so the driver alone writes records. A plain class here; the fleet wraps it with
-``ray.remote``.
+with the result, so the driver alone writes records. Each run has a gate and a trainer version of
+its own here (``control.RunControl``), which the driver sets (``control``). A plain class here; the
+fleet wraps it with ``ray.remote``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ares.core.environment import Environment
 from ares.core.episodic import EpisodicEnvironment, episodic
 from ares.records.collecting import TrajectoryCollectingEnvironment
 from ares.rollout.ray.buffer import BufferCollector
+from ares.rollout.ray.control import Control, RunControl
 from ares.rollout.ray.work import Played, RunConfig, Work
 from ares.rollout.runner import run_branched_group, run_episode
 
@@ -46,6 +48,7 @@ class EpisodeActor:
         self._make_env = make_env
         self._name = name
         self._runs: dict[str, RunConfig] = {}
+        self._controls: dict[str, RunControl] = {}
         self._idle: dict[tuple[bool, str], list[_Slot]] = {}
         self._spare: EpisodicEnvironment[Any, Any] | None = None
 
@@ -60,12 +63,25 @@ class EpisodeActor:
         return ActorInfo(self._name, os.getpid(), node, len(spare.tasks) or 1)
 
     async def begin_run(self, config: RunConfig) -> None:
-        self._runs[config.run_id] = config
-        if config.tracing != "off":
+        """Take the run's policy and settings; told again (a newer ``control``), only the control."""
+        if config.run_id not in self._runs and config.tracing != "off":
             tracing.configure(config.tracing, process=f"{self._name} (pid {os.getpid()})")  # type: ignore[arg-type]
+        self._runs[config.run_id] = config
+        run = self._controls.setdefault(config.run_id, RunControl(config.control))
+        await run.apply(config.control)
+
+    async def control(self, run_id: str, control: Control) -> None:
+        """The driver's gate and version for run ``run_id``; a pause returns once none of this
+        actor's episodes of the run is in a policy call."""
+        run = self._controls.get(run_id)
+        if run is not None:
+            await run.apply(control)
 
     async def end_run(self, run_id: str) -> None:
         """Forget the run and release what its policy factory holds (e.g. an HTTP pool)."""
+        run = self._controls.pop(run_id, None)
+        if run is not None:
+            run.release()
         config = self._runs.pop(run_id, None)
         if config is not None and isinstance(config.policy_factory, AsyncClosable):
             with contextlib.suppress(Exception):
@@ -77,6 +93,7 @@ class EpisodeActor:
             raise LookupError(f"{self._name} was not told about run {work.run_id} (begin_run)")
         if work.size > 1 or config.branch_at is not None:
             return await self._play_group(work, config)
+        run = self._controls[work.run_id]
         key = (config.record, config.trace)
         idle = self._idle.setdefault(key, [])
         slot = idle.pop() if idle else self._fresh(config)
@@ -86,7 +103,8 @@ class EpisodeActor:
             result = await run_episode(
                 slot.env, config.policy_factory, index=work.index, task=work.task, seed=work.seed,
                 driver=slot.driver, group=work.group, policy_timeout_s=config.policy_timeout_s,
-                flows_in=(work.dispatch_flow,), flows_out=(work.result_flow,),
+                flows_in=(work.dispatch_flow,), flows_out=(work.result_flow,), staleness=run.staleness,
+                gate=run.gate,
             )  # fmt: skip
         except BaseException:
             await _close_quietly(slot.driver)
@@ -113,8 +131,11 @@ class EpisodeActor:
         return Played(tuple(results), tuple(buffer.take()), self._name)
 
     async def stats(self) -> dict[str, Any]:
-        """This process's memory, fds and threads, and its idle environments: what a soak watches."""
-        return {"name": self._name, **process_stats(), "idle_envs": sum(map(len, self._idle.values()))}
+        """This process's memory, fds and threads, and its idle environments: what a soak watches;
+        and each run's gate and version here (``RunControl.stats``)."""
+        idle = sum(map(len, self._idle.values()))
+        runs = {run_id: control.stats() for run_id, control in self._controls.items()}
+        return {"name": self._name, **process_stats(), "idle_envs": idle, "runs": runs}
 
     async def trace_events(self) -> list[dict[str, Any]]:
         """The span events this actor recorded since the last call (tracing on), for the driver."""

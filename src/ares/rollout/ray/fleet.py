@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from ares.errors import AresError
 from ares.rollout.ray.actor import ActorInfo, EpisodeActor
+from ares.rollout.ray.control import Control
 from ares.rollout.ray.work import RunConfig
 
 try:
@@ -26,7 +28,8 @@ class RayRunError(AresError):
 
 
 class Fleet:
-    """Live actors by name. A replacement is told about every run in progress before it plays."""
+    """Live actors by name. A replacement is told about every run in progress (with the run's
+    latest ``Control``) before it plays."""
 
     def __init__(
         self, make_env: Any, *, options: dict[str, Any], restarts: int, start_timeout_s: float, fleet_id: str
@@ -61,8 +64,7 @@ class Fleet:
         )
         try:
             info = await asyncio.wait_for(_await(handle.ready.remote()), self._start_timeout_s)
-            for config in list(self.runs.values()):
-                await _await(handle.begin_run.remote(config))
+            await self._catch_up(handle)
         except BaseException:
             ray.kill(handle, no_restart=True)
             raise
@@ -81,9 +83,28 @@ class Fleet:
             return None
         return new
 
+    async def _catch_up(self, handle: Any) -> None:
+        """Tell a new actor about every run in progress, again about one whose control changed
+        meanwhile: once this returns (until the next await) the actor is in step with them all."""
+        sent: dict[str, RunConfig] = {}
+        while behind := [c for run_id, c in self.runs.items() if sent.get(run_id) is not c]:
+            for config in behind:
+                await _await(handle.begin_run.remote(config))
+                sent[config.run_id] = config
+
     async def begin_run(self, config: RunConfig) -> None:
         self.runs[config.run_id] = config
         await self._each(lambda handle: handle.begin_run.remote(config))
+
+    async def control(self, run_id: str, control: Control) -> None:
+        """Set run ``run_id``'s gate and version on every live actor, and on replacements to come;
+        returns once every actor has applied it (a pause: once none has a policy call in flight).
+        An actor that dies meanwhile has nothing in flight any more."""
+        config = self.runs.get(run_id)
+        if config is None:
+            return
+        self.runs[run_id] = replace(config, control=control)
+        await self._each(lambda handle: handle.control.remote(run_id, control), timeout_s=None)
 
     async def end_run(self, run_id: str) -> None:
         self.runs.pop(run_id, None)
@@ -111,7 +132,7 @@ class Fleet:
                 ray.kill(handle, no_restart=True)
         self.live.clear()
 
-    async def _each(self, call: Callable[[Any], Any], timeout_s: float = 60) -> list[Any]:
+    async def _each(self, call: Callable[[Any], Any], timeout_s: float | None = 60) -> list[Any]:
         """``call`` on every live actor at once; an actor that fails or dies gives its exception."""
 
         async def one(handle: Any) -> Any:

@@ -5,7 +5,9 @@ The driver numbers a run's episodes exactly as ``run_episodes`` does (episode ``
 asyncio actors that each play up to ``concurrency`` episodes at once; results stream back as they
 finish, and their record events are replayed into the driver's collector, once. An actor that dies
 fails only the work it held (retried up to ``retries`` times, then ``errored``): a run always ends
-with one result per episode.
+with one result per episode. The local runner's asynchronous-RL options work the same here: the
+driver refills episodes the infrastructure failed, awaits ``before_episode`` (``stream_groups``'s
+backpressure) and pushes the gate's pauses and the trainer's version to the actors (``relay``).
 
 ``RayRunner`` keeps its actors between runs (a trainer calls ``run`` once per step, changing the
 policy between calls); ``run_episodes_ray`` is one run on a fleet started for it.
@@ -14,8 +16,7 @@ policy between calls); ``run_episodes_ray`` is one run on a fleet started for it
 from __future__ import annotations
 
 import secrets
-from collections import deque
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from types import TracebackType
 from typing import Any, Self
 
@@ -24,11 +25,15 @@ from ares.core.environment import Environment
 from ares.policies.base import PolicyFactory
 from ares.records.collecting import TraceLevel
 from ares.records.collectors import TrajectoryCollector
-from ares.rollout.ray.dispatch import Results, dispatch, plan
+from ares.rollout.pause import PolicyGate
+from ares.rollout.ray.delivery import Results
+from ares.rollout.ray.dispatch import Replays, dispatch, plan
 from ares.rollout.ray.fleet import Fleet, ray
+from ares.rollout.ray.relay import Relay, initial_control
 from ares.rollout.ray.work import RunConfig, tracing_level
 from ares.rollout.results import EpisodeResult
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S
+from ares.rollout.staleness import Staleness
 
 #: How long a new actor may take to be placed and build its first environment.
 DEFAULT_ACTOR_START_TIMEOUT_S = 300.0
@@ -97,6 +102,10 @@ class RayRunner:
         retries: int = 0,
         keep_records: bool = True,
         on_trace_events: Callable[[list[dict[str, Any]]], None] | None = None,
+        refills: int = 0,
+        before_episode: Callable[[int], Awaitable[None]] | None = None,
+        staleness: Staleness | None = None,
+        gate: PolicyGate | None = None,
     ) -> list[EpisodeResult]:
         """One run, with ``run_episodes``' arguments and results (in episode order).
 
@@ -106,19 +115,30 @@ class RayRunner:
         played again elsewhere (0: it ends ``errored`` at once). With span tracing on in this
         process, actors trace at the same level, flows link each dispatch to its episode and back,
         and at the end the actors' (and a shared policy server's) events go to ``on_trace_events``.
+
+        ``refills``, ``before_episode``, ``staleness`` and ``gate`` are ``run_episodes``': an
+        episode blamed ``infra`` (its actor lost, once the ``retries`` are spent, included) is
+        played again with the same index, task and seed; ``before_episode(index)`` is awaited here
+        before an episode is first sent; ``staleness.current`` is read here and pushed to the
+        actors, and ``gate.pause()`` returns once no actor has a policy call in flight (``relay``).
         """
         if group_size < 1:
             raise ValueError(f"group_size must be >= 1, got {group_size}")
         if branch_at is not None and branch_at < 0:
             raise ValueError(f"branch_at must be >= 0, got {branch_at}")
-        if concurrency < 1 or retries < 0:
-            raise ValueError("concurrency must be >= 1 and retries >= 0")
+        if concurrency < 1 or retries < 0 or refills < 0:
+            raise ValueError("concurrency must be >= 1, retries and refills >= 0")
+        if (refills or before_episode is not None) and branch_at is not None:
+            raise ValueError(
+                "refills and streaming apply to independent episodes, not to shared-prefix groups"
+            )
         await self.start()
         fleet = self._fleet
         assert fleet is not None and fleet.info is not None
         config = RunConfig(
             run_id=secrets.token_hex(6), policy_factory=policy_factory, record=collector is not None,
             trace=trace, branch_at=branch_at, policy_timeout_s=policy_timeout_s, tracing=tracing_level(),
+            control=initial_control(gate, staleness),
         )  # fmt: skip
         results = Results(collector, on_result, keep_records)
         work = plan(
@@ -126,17 +146,15 @@ class RayRunner:
         )
         slots = concurrency if branch_at is None else max(1, concurrency // group_size)
         with tracing.span("run", cat="run", track="driver", episodes=episodes, actors=len(fleet.live)):
-            await fleet.begin_run(config)
-            try:
-                await dispatch(fleet, deque(work), slots, retries, results)
-            finally:
-                await fleet.end_run(config.run_id)
+            async with Relay(fleet, config, gate, staleness):  # begins and ends the run on the actors
+                await dispatch(fleet, work, slots, results, Replays(retries, refills), before_episode)
         if on_trace_events is not None and config.tracing != "off":
             await fleet.collect_traces(on_trace_events, policy_factory)
         return sorted(results.results, key=lambda r: r.index)
 
     async def stats(self) -> list[dict[str, Any]]:
-        """Each live actor's pid, RSS/peak (KiB), fds, threads and idle environments."""
+        """Each live actor's pid, RSS/peak (KiB), fds, threads, idle environments, and each run's
+        gate and version there (``runs``: run id -> paused, in flight, version)."""
         return [] if self._fleet is None else await self._fleet.stats()
 
     async def close(self) -> None:
