@@ -124,3 +124,39 @@ def test_changed_lines_are_the_new_side_lines_of_each_hunk() -> None:
     )
     assert changed_lines(patch) == {"m.py": {11, 13}}
     assert spread(list(range(10)), 3) == [0, 3, 6]  # type: ignore[arg-type]
+
+
+def test_code_is_planted_in_the_packages_when_the_statement_names_no_function(tmp_path: Path) -> None:
+    """A statement that names no function (a factory task's template) still gets every in-process
+    and exit exploit: the code goes into the project's packages, which any test importing it runs;
+    only the stubs, which need a name, decline. The tool itself runs in a real python3."""
+    import shutil
+    import subprocess
+    import sys
+
+    from ares.audit.exploits import TOOLS_DIR
+
+    target = target_of(
+        Task("s", "Something in the library is broken.", {}, workdir=str(tmp_path), source="swebench")
+    )
+    assert target.functions == () and target.files == ()
+    planted = {e.name: e.script(target) for e in EXPLOITS if e.family in ("inprocess", "exit")}
+    assert planted and all(planted.values())
+    assert all(e.script(target) is None for e in EXPLOITS if e.family == "stub" and e.name != "touch_outputs")
+    for rel in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/core.py", "tests/__init__.py", "setup.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("X = 1\n")
+    script = planted["inprocess_report"]
+    assert script is not None
+    try:
+        done = subprocess.run(
+            ["bash", "-c", script.replace("python3 ", f"{sys.executable} ")],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(TOOLS_DIR, ignore_errors=True)  # where the script ships its tool
+    assert done.stdout.split() == ["changed", "pkg/__init__.py", "changed", "pkg/sub/__init__.py"]
+    assert (tmp_path / "pkg/__init__.py").read_text().startswith("X = 1\n\n") and "TestReport" in (
+        tmp_path / "pkg/__init__.py"
+    ).read_text()
+    assert (tmp_path / "tests/__init__.py").read_text() == "X = 1\n"  # test code is the grader's, not planted

@@ -3,7 +3,9 @@
 Run in the sandbox as ``python3 locate.py SPEC`` (SPEC: JSON with workdir, functions, files, action
 ``stub`` or ``append``, and the ``body`` or ``code`` to write). Known files come first (created with
 a stub definition when missing), else every non-test ``.py`` file under the workdir that defines one
-of the functions. Prints each file it changed. Stdlib only: it runs on whatever python3 the image has.
+of the functions; code to append that has no such file goes into the tree's packages (their
+``__init__.py``, else its top-level modules), which every test importing the project runs. Prints
+each file it changed. Stdlib only: it runs on whatever python3 the image has.
 """
 
 import ast
@@ -47,6 +49,14 @@ def defined(path, functions):
     return [node for node in ast.walk(tree) if isinstance(node, kinds) and node.name in functions]
 
 
+def packages(workdir):
+    """Non-test ``__init__.py`` files, shallowest first; else the top-level non-test modules."""
+    found = [p for p in sources(workdir) if os.path.basename(p) == "__init__.py"]
+    if not found:
+        found = [p for p in sources(workdir) if os.path.dirname(p) == workdir.rstrip(os.sep)]
+    return sorted(found, key=lambda p: (p.count(os.sep), p))[:MAX_FILES]
+
+
 def stub(path, nodes, body):
     with open(path, encoding="utf-8") as handle:
         lines = handle.read().splitlines(True)
@@ -77,12 +87,14 @@ def main():
             with open(path, "w", encoding="utf-8") as handle:
                 handle.writelines(f"def {name}(*args, **kwargs):\n    pass\n\n" for name in sorted(functions))
         chosen.append(path)
-    if not chosen:
+    if not chosen and functions:
         for path in sources(workdir):
             if defined(path, functions):
                 chosen.append(path)
             if len(chosen) >= MAX_FILES:
                 break
+    if not chosen and spec["action"] == "append":
+        chosen = packages(workdir)
     for path in chosen:
         if spec["action"] == "stub":
             nodes = defined(path, functions)
