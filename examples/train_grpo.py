@@ -29,6 +29,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -199,8 +200,34 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             "temperature": args.temperature or 1.0,
         }  # fmt: skip
         train = train_async if args.overlap else train_sync
-        asyncio.run(train(model, reference, optimizer, policy, args, count, options, write))
+        asyncio.run(train(Run(model, reference, optimizer, policy, args, count, options, write)))
     return log
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a training loop works with: the model, its reference and optimizer, the policy sampling
+    from it, the settings, the number of tasks, the loss options and the log."""
+
+    model: Any
+    reference: Any | None
+    optimizer: torch.optim.Optimizer
+    policy: TransformersPolicy
+    args: argparse.Namespace
+    count: int
+    options: dict[str, Any]
+    write: Callable[[dict[str, Any]], None]
+
+    def log(
+        self, step: int, samples: list[TokenSequence], stats: dict[str, Any], began: float, sampled: float
+    ) -> None:
+        """Write the step's line: its samples and stats, sampling time and wall time since ``began``."""
+        times = {"sample_s": sampled - began, "wall_s": time.monotonic() - began}
+        self.write(_entry(step, samples, stats, times))
+
+    def seed(self, step: int) -> int:
+        """The first episode seed of a step's batch (each batch's episodes get seeds of their own)."""
+        return int(self.args.seed + step * self.count * self.args.k)
 
 
 def _entry(
@@ -216,44 +243,28 @@ def _entry(
     }  # fmt: skip
 
 
-async def train_sync(
-    model: Any,
-    reference: Any | None,
-    optimizer: torch.optim.Optimizer,
-    policy: TransformersPolicy,
-    args: argparse.Namespace,
-    count: int,
-    options: dict[str, Any],
-    write: Callable[[dict[str, Any]], None],
-) -> None:
+async def train_sync(run: Run) -> None:
     """Sample a batch with the current weights, train on it, repeat: every sample on-policy."""
+    args, policy = run.args, run.policy
     for step in range(args.steps):
         began = time.monotonic()
-        samples = await rollouts(policy, args.tasks, args.k, args.seed + step * count * args.k)
+        samples = await rollouts(policy, args.tasks, args.k, run.seed(step))
         sampled = time.monotonic()
-        stats = train_step(model, reference, optimizer, samples, **options) if samples else {}
+        stats = train_step(run.model, run.reference, run.optimizer, samples, **run.options) if samples else {}
         policy.version = step + 1  # the next rollouts come from the weights this step made
-        write(_entry(step, samples, stats, {"sample_s": sampled - began, "wall_s": time.monotonic() - began}))
+        run.write(
+            _entry(step, samples, stats, {"sample_s": sampled - began, "wall_s": time.monotonic() - began})
+        )
 
 
-async def train_async(
-    model: Any,
-    reference: Any | None,
-    optimizer: torch.optim.Optimizer,
-    policy: TransformersPolicy,
-    args: argparse.Namespace,
-    count: int,
-    options: dict[str, Any],
-    write: Callable[[dict[str, Any]], None],
-) -> None:
+async def train_async(run: Run) -> None:
     """Sample batch t+1 while batch t's gradients are computed (the weights do not change meanwhile);
     the optimizer steps only once no generation is in flight (``PolicyGate``), so every sample is
     from one version, at most one behind the weights it is trained with (importance weights)."""
-    gate = PolicyGate()
+    args, policy, gate = run.args, run.policy, PolicyGate()
 
     def batch(step: int) -> asyncio.Task[list[TokenSequence]]:
-        seed = args.seed + step * count * args.k
-        return asyncio.create_task(rollouts(policy, args.tasks, args.k, seed, gate=gate))
+        return asyncio.create_task(rollouts(policy, args.tasks, args.k, run.seed(step), gate=gate))
 
     pending = batch(0)
     for step in range(args.steps):
@@ -265,13 +276,15 @@ async def train_async(
         stats = {}
         if samples:
             stats = await asyncio.to_thread(
-                gradients, model, reference, optimizer, samples, off_policy=True, **options
+                gradients, run.model, run.reference, run.optimizer, samples, off_policy=True, **run.options
             )
             await gate.pause()  # no generation in flight: swap the weights between two batches
-            optimizer.step()
+            run.optimizer.step()
             policy.version = step + 1
             gate.resume()
-        write(_entry(step, samples, stats, {"sample_s": sampled - began, "wall_s": time.monotonic() - began}))
+        run.write(
+            _entry(step, samples, stats, {"sample_s": sampled - began, "wall_s": time.monotonic() - began})
+        )
 
 
 if __name__ == "__main__":

@@ -28,8 +28,11 @@ fault the agent did not cause, a scaffold crash)
 
 A verifier that fails on the agent's tree but gives a reward on the pristine one was broken by the
 agent: that episode is not errored at all but finished with reward 0 and blame ``policy``
-(``ares.envs.verification``). A sandbox crash the agent's own command caused is kept as
-``sandbox_crash`` and verified, never errored (``ares.envs.agent_run``).
+(``ares.envs.verification``). A sandbox crash during an agent command is kept as ``sandbox_crash``
+and verified, never errored (``ares.envs.agent_run``), also when the host killed the sandbox: the
+two cannot be told apart for certain (root in the sandbox's user namespace can lower its init's
+rlimits and have the kernel kill it, with no cgroup event), and masking an earned zero is the
+mistake an optimizer exploits, while keeping a rare infra kill costs one noisy sample.
 """
 
 from __future__ import annotations
