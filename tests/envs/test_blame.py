@@ -85,6 +85,11 @@ STRICT_TESTS = {"test.sh": (
     "if [ \"$n\" -eq 42 ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n"
 )}
 BROKEN_TESTS = {"test.sh": "echo 'this task never writes a reward' >&2\nexit 3\n"}
+# Root in the sandbox's user namespace may lower its init's rlimits: no fd, no process, no CPU left.
+STARVE = (
+    "python3 -c 'import resource as r; [r.prlimit(1, k, (0, 0)) for k in (r.RLIMIT_NPROC, r.RLIMIT_CPU)]; "
+    "r.prlimit(1, r.RLIMIT_NOFILE, (4, 4))'"
+)
 
 
 async def episode(env, base, tests, commands):
@@ -112,6 +117,9 @@ async def main():
             "broken_task": await episode(env, base, BROKEN_TESTS, ["echo 42 > answer.txt"]),
             "crashed_own_sandbox": await episode(
                 env, base, STRICT_TESTS, ["echo 7 > answer.txt", "kill -STOP $PPID; sleep 600"]
+            ),
+            "starved_init": await episode(
+                env, base, STRICT_TESTS, ["echo 7 > answer.txt", STARVE, "echo 42 > answer.txt"]
             ),
         }
     print(json.dumps(out))
@@ -174,6 +182,16 @@ def test_a_task_whose_tests_never_give_a_reward_is_masked(outcomes: dict[str, An
         "task",
         True,
     )
+
+
+def test_an_agent_that_starves_its_sandbox_init_is_not_masked(outcomes: dict[str, Any]) -> None:
+    """Attack: lower the sandbox init's rlimits from inside (no fds, processes or CPU left), so the
+    next command cannot run and the sandbox may die, hoping for an errored episode. Expected: the
+    files are verified as the agent left them (answer 7: reward 0), blame policy, unmasked."""
+    starved = outcomes["starved_init"]
+    assert starved["status"] == "finished" and starved["error"] is None
+    assert (starved["reward"], starved["outcome"], starved["masked"]) == (0.0, False, False)
+    assert starved["blame"] in (None, "policy")
 
 
 def test_an_agent_that_crashes_its_own_sandbox_is_not_masked(outcomes: dict[str, Any]) -> None:
