@@ -27,6 +27,7 @@ from ares.envs.blame import masked
 from ares.errors import AresError
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
 from ares.llm.context_marks import CONTEXT_KEY
+from ares.llm.token_versions import Segment, answer_segments
 from ares.records.exports.turns import Turn, episode_fact, episode_reward, turns
 from ares.records.model import EpisodeRecord
 
@@ -79,7 +80,8 @@ class TokenSequence:
     masked: bool = False
     #: Which weights made which tokens: ``(start, end, version)`` over ``completion_ids`` (end
     #: exclusive; observation tokens between two answers of one version stay in its segment), in
-    #: order; the version is the answer's ``policy_version`` (None: not reported).
+    #: order; the version is the answer's ``policy_version`` (None: not reported), or per token for
+    #: an answer continued across a weight update (``ares.llm.token_versions``).
     version_segments: tuple[tuple[int, int, int | None], ...] = ()
 
     def __post_init__(self) -> None:
@@ -121,20 +123,20 @@ def token_sequences(episode: EpisodeRecord, *, strict: bool = False) -> list[Tok
         prompt, completion, logprobs = _turn_tokens(episode, turn)
         current = chains[-1] if chains else None
         compacted = turn.prompt is not None and turn.prompt.metadata.get(CONTEXT_KEY) == "compacted"
-        version = turn.response.policy_version
+        segments = answer_segments(turn.response)
         if current is None:
-            chains.append(_Chain(prompt, completion, logprobs, turn.index, "episode", version))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "episode", segments))
         elif compacted:
-            chains.append(_Chain(prompt, completion, logprobs, turn.index, "compaction", version))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "compaction", segments))
         elif current.extends_into(prompt):
-            current.add(prompt, completion, logprobs, version)
+            current.add(prompt, completion, logprobs, segments)
         elif strict:
             raise PrefixError(
                 f"episode {episode.episode_id} turn {turn.index}: the prompt does not extend the previous "
                 "prompt + completion and follows no compaction"
             )
         else:
-            chains.append(_Chain(prompt, completion, logprobs, turn.index, "reset", version))
+            chains.append(_Chain(prompt, completion, logprobs, turn.index, "reset", segments))
     return [
         TokenSequence(
             episode_id=episode.episode_id,
@@ -174,7 +176,7 @@ class _Chain:
         logprobs: Sequence[float] | None,
         first_turn: int,
         start: SequenceStart,
-        version: int | None = None,
+        segments: Sequence[Segment] = (),
     ) -> None:
         self.first_turn, self.start = first_turn, start
         self.prompt = list(prompt)
@@ -182,7 +184,7 @@ class _Chain:
         self.mask = [1] * len(completion)
         self.logprobs = None if logprobs is None else list(logprobs)
         self.turns = 1
-        self.segments: list[list[Any]] = [[0, len(completion), version]] if completion else []
+        self.segments: list[list[Any]] = [list(segment) for segment in segments]
 
     def extends_into(self, prompt: Sequence[int]) -> bool:
         """Whether ``prompt`` starts with everything so far (so the policy saw it exactly)."""
@@ -196,14 +198,15 @@ class _Chain:
         prompt: Sequence[int],
         completion: Sequence[int],
         logprobs: Sequence[float] | None,
-        version: int | None = None,
+        segments: Sequence[Segment] = (),
     ) -> None:
         added = list(prompt[len(self.prompt) + len(self.completion) :])
-        start = len(self.completion) + len(added)
-        if completion and self.segments and self.segments[-1][2] == version:
-            self.segments[-1][1] = start + len(completion)
-        elif completion:
-            self.segments.append([start, start + len(completion), version])
+        at = len(self.completion) + len(added)
+        for start, end, version in segments:  # the answer's own spans, shifted to where it begins
+            if self.segments and self.segments[-1][2] == version:
+                self.segments[-1][1] = at + end  # the tokens in between stay in the segment
+            else:
+                self.segments.append([at + start, at + end, version])
         self.completion += added + list(completion)
         self.mask += [0] * len(added) + [1] * len(completion)
         if self.logprobs is not None and logprobs is not None:
