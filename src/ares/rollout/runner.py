@@ -65,7 +65,8 @@ async def run_episode(
     ``driver`` is what reset/step/abort go through (e.g. a recording wrapper around ``env``).
     ``staleness`` ends the episode (``StaleEpisodeError``) once its oldest token is too far behind
     the trainer's current version (``ares.rollout.staleness``), checked at every step boundary;
-    every policy call passes ``gate`` (``ares.rollout.pause``: a trainer pauses it to update weights).
+    every policy call passes ``gate`` (``ares.rollout.pause``: a trainer pauses it to update weights;
+    a preempted call is re-issued, and a long pause may release ``env``'s sandbox meanwhile).
     The episode is one span on its own trace track; ``flows_in``/``flows_out`` link it to the spans
     that dispatched it and take its result (another process's, on Ray).
     """
