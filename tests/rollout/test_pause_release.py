@@ -39,10 +39,10 @@ MARK = "sleep " + "4343"  # a background process the agent leaves running (not s
 
 
 def held_files():
-    # This process's sandbox dirs and snapshot layers.
+    # Everything this process's local sandboxes keep: its dirs, sandbox dirs and snapshot layers.
     root = workspace.process_dir()
-    return sorted(str(p.relative_to(root)) for d in ("sandboxes", "snapshots") if (root / d).is_dir()
-                  for p in (root / d).iterdir())
+    return sorted(str(p.relative_to(root)) for d in (root, root / "sandboxes", root / "snapshots")
+                  if d.is_dir() for p in d.iterdir() if p.name not in ("sandboxes", "snapshots"))
 
 
 def marked():
@@ -158,26 +158,29 @@ def outcome(request: pytest.FixtureRequest) -> dict[str, Any]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def kinds(files: list[str]) -> dict[str, int]:
+    """How many sandbox dirs and snapshot layers a listing of the process's sandbox state holds."""
+    return {kind: sum(name.startswith(f"{kind}/") for name in files) for kind in ("sandboxes", "snapshots")}
+
+
 def test_a_released_episode_comes_back_at_its_step_and_finishes(outcome: dict[str, Any]) -> None:
     run = outcome["restored"]
     during = run["during"]
     assert during["released"] == [True, True] and during["steps"] == [1, 1]  # after the first step
-    held = set(during["files"]) - set(run["before"])  # no sandbox dir: only the snapshots' layers
-    assert held and all(name.startswith("snapshots/") for name in held)
+    assert kinds(during["files"])["sandboxes"] == 0 and kinds(during["files"])["snapshots"] >= 2
     assert during["processes"] == []  # the sandboxes were stopped, their processes with them
     assert run["results"] == [["finished", 1.0], ["finished", 1.0]]  # from the same step, to the reward
     assert run["same_observation"] == [True, True]  # the restored agent asked exactly what it had
     assert run["answers"] == [3, 3]  # each step answered once
     assert run["records"] == [[{"step": 1, "released": True}]] * 2
-    assert run["after"] == run["before"] and run["processes_after"] == []
+    assert kinds(run["after"]) == {"sandboxes": 0, "snapshots": 0} and run["processes_after"] == []
 
 
 def test_a_run_cancelled_while_released_leaves_nothing(outcome: dict[str, Any]) -> None:
     run = outcome["cancelled"]
     assert run["released"] == [True, True]
-    held = set(run["during"]) - set(run["before"])
-    assert held and all(name.startswith("snapshots/") for name in held)
-    assert run["after"] == run["before"] and run["processes_after"] == []  # snapshots removed too
+    assert kinds(run["during"])["sandboxes"] == 0 and kinds(run["during"])["snapshots"] >= 2
+    assert run["after"] == run["before"] and run["processes_after"] == []  # the snapshots went too
 
 
 def test_an_environment_that_cannot_release_keeps_its_sandbox_and_says_so() -> None:
