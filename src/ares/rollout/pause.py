@@ -31,15 +31,17 @@ from ares.rollout.release import Release, reacquire, release
 
 class PolicyCall:
     """One episode's policy call at the gate: the attempt under way (``ares.rollout.preemption``
-    runs it) and whether a pause asked to preempt it."""
+    runs it), whether a pause asked to preempt it, and whether it waits for resume() already."""
 
-    __slots__ = ("attempt", "preempted")
+    __slots__ = ("attempt", "parked", "preempted")
 
     def __init__(self) -> None:
         self.attempt: asyncio.Future[Any] | None = None
-        self.preempted = False
+        self.preempted = self.parked = False
 
     def preempt(self) -> None:
+        if self.parked:  # preempted already: it waits for resume()
+            return
         self.preempted = True
         if self.attempt is not None:
             self.attempt.cancel("preempted by PolicyGate.pause(preempt=True)")
@@ -127,13 +129,15 @@ class PolicyGate:
         ``pause()`` that preempted it can return)."""
         call = self.current_call()
         if call is not None:
-            call.preempted = False
+            call.preempted, call.parked = False, True
             self.preemptions += 1
         self._leave()
         try:
             await self._hold()
         finally:
             self._enter()
+            if call is not None:
+                call.parked = False
 
     @contextlib.contextmanager
     def attach(self, env: Any) -> Iterator[None]:
