@@ -128,16 +128,16 @@ class PolicyGate:
         """This task's preempted call waits for ``resume()``, not in flight meanwhile (so the
         ``pause()`` that preempted it can return)."""
         call = self.current_call()
-        if call is not None:
-            call.preempted, call.parked = False, True
-            self.preemptions += 1
+        if call is None:
+            raise RuntimeError("park() waits for a call made through PolicyGate.call()")
+        call.preempted, call.parked = False, True
+        self.preemptions += 1
         self._leave()
         try:
             await self._hold()
         finally:
             self._enter()
-            if call is not None:
-                call.parked = False
+            call.parked = False
 
     @contextlib.contextmanager
     def attach(self, env: Any) -> Iterator[None]:
