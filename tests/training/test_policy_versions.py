@@ -131,3 +131,32 @@ def test_the_runners_calls_reach_turn_rows_and_sequences_and_round_trip(tmp_path
     path = tmp_path / "sequences.jsonl"
     write_sequences_jsonl([reloaded], path)
     assert load_sequences_jsonl(path) == [s]
+
+
+def test_an_answer_continued_across_an_update_splits_its_segments_and_survives_the_records(
+    tmp_path: Path,
+) -> None:
+    """A second answer whose first two tokens version 1 sampled before a preemption and whose rest
+    version 2 sampled after it: the sequence's segments split inside that answer, the split
+    survives the wire and the JSONL, and the staleness bound reads its oldest version."""
+    from ares.llm.token_versions import VERSION_SEGMENTS_KEY, oldest_version
+    from ares.records.model import decode_value, encode_value
+
+    continued = replace(
+        response([12, 13, 14], [-0.3, -0.4, -0.5]), policy_version=2,
+        extra={VERSION_SEGMENTS_KEY: [[0, 2, 1], [2, 3, 2]]},
+    )  # fmt: skip
+    assert decode_value(encode_value(continued)) == continued  # as the records keep it
+    wire = openai_chat.response_to_openai(continued)
+    assert openai_chat.response_from_openai(wire).extra == continued.extra
+    assert oldest_version(continued) == 1 and oldest_version(ANSWER) == 7
+    turns = [
+        (request([1, 2]), replace(response([10, 11], [-0.1, -0.2]), policy_version=1)),
+        (request([1, 2, 10, 11, 20]), continued),
+    ]
+    (s,) = token_sequences(episode(turns))
+    assert s.completion_ids == (10, 11, 20, 12, 13, 14)
+    assert s.version_segments == ((0, 5, 1), (5, 6, 2))  # version 1 up to the preemption, then 2
+    path = tmp_path / "sequences.jsonl"
+    write_sequences_jsonl([episode(turns)], path)
+    assert load_sequences_jsonl(path) == [s]

@@ -117,6 +117,28 @@ async def test_snapshot_members_reach_the_wrapped_env() -> None:
     assert len(await wrapper.fork(2)) == 2
 
 
+async def test_release_members_are_forwarded_only_where_the_wrapped_env_has_them() -> None:
+    from ares.core.releasing import RELEASE_MEMBERS, ReleasingEnvironment
+
+    calls: list[str] = []
+
+    class ReleasingEnv(PlainEnv):
+        async def release(self) -> None:
+            calls.append("release")
+
+        async def reacquire(self) -> None:
+            calls.append("reacquire")
+
+    wrapper: Any = Wrapper(Wrapper(ReleasingEnv()))
+    assert isinstance(wrapper, ReleasingEnvironment) and not isinstance(wrapper, SnapshottingEnvironment)
+    await wrapper.release()
+    await wrapper.reacquire()
+    assert calls == ["release", "reacquire"]
+    plain = Wrapper(PlainEnv())
+    assert not isinstance(plain, ReleasingEnvironment)
+    assert not any(statically_has(plain, name) for name in RELEASE_MEMBERS)
+
+
 def test_a_wrapper_is_always_episodic_and_a_plain_env_s_missing_parts_are_declared_absent() -> None:
     wrapper = Wrapper(PlainEnv())
     assert isinstance(wrapper, EpisodicEnvironment)

@@ -2,10 +2,11 @@
 
 A wrapper is always an ``EpisodicEnvironment`` (a plain wrapped environment is adapted by
 ``episodic()``, so ``episode`` is None and ``tasks`` empty rather than missing). It is a
-``SnapshottingEnvironment`` only when the wrapped environment is one: those members are forwarded
-per instance, so neither ``hasattr`` nor ``isinstance`` (static lookup on Python 3.12+) sees
-snapshots a wrapper cannot take. Anything else of the wrapped environment is reached through
-``env`` or ``unwrapped``, by name, so what a wrapper can do is written down here.
+``SnapshottingEnvironment`` (a ``ReleasingEnvironment``) only when the wrapped environment is one:
+those members are forwarded per instance, so neither ``hasattr`` nor ``isinstance`` (static lookup
+on Python 3.12+) sees snapshots (releases) a wrapper cannot take. Anything else of the wrapped
+environment is reached through ``env`` or ``unwrapped``, by name, so what a wrapper can do is
+written down here.
 """
 
 from __future__ import annotations
@@ -16,22 +17,25 @@ from typing import Any, Generic, Self
 
 from ares.core.environment import ActT, Environment, ObsT
 from ares.core.episodic import EpisodeView, EpisodicEnvironment, TaskView, episodic
+from ares.core.releasing import RELEASE_MEMBERS, ReleasingEnvironment
 from ares.core.snapshotting import SNAPSHOT_MEMBERS, SnapshottingEnvironment
 from ares.core.timestep import TimeStep
 
 
 class Wrapper(Generic[ObsT, ActT]):
-    """Forwards reset/step/close, the episodic seam and (when ``env`` has it) the snapshot seam to
-    ``env``; subclasses override what they change and call ``super()`` for the rest."""
+    """Forwards reset/step/close, the episodic seam and (when ``env`` has them) the snapshot and
+    release seams to ``env``; subclasses override what they change and call ``super()`` for the rest."""
 
     def __init__(self, env: Environment[ObsT, ActT]) -> None:
         self.env = env
         self._seam: EpisodicEnvironment[ObsT, ActT] = episodic(env)
-        if isinstance(env, SnapshottingEnvironment):
-            cls = type(self)
-            for name in SNAPSHOT_MEMBERS:
-                if not hasattr(cls, name):  # a subclass that changes the member keeps its own
-                    setattr(self, name, getattr(env, name))
+        forwarded = (SNAPSHOT_MEMBERS if isinstance(env, SnapshottingEnvironment) else ()) + (
+            RELEASE_MEMBERS if isinstance(env, ReleasingEnvironment) else ()
+        )
+        cls = type(self)
+        for name in forwarded:
+            if not hasattr(cls, name):  # a subclass that changes the member keeps its own
+                setattr(self, name, getattr(env, name))
 
     # ------------------------------------------------------------------ Environment
     async def reset(self, *, seed: int | None = None, task: Any | None = None) -> TimeStep[ObsT]:

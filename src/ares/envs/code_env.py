@@ -5,7 +5,8 @@ its first LLM request. ``step(response)`` hands the response to the waiting agen
 next request, or the verifier's reward once the agent is done. Sandbox lifecycle lives in
 ``ares.sandbox``, reward computation in ``ares.tasks.verifier``; this module owns the episode, and
 leans on its neighbours for the task draw (``task_sampler.py``), the agent's run (``agent_run.py``),
-the verdict's record (``verification.py``) and what snapshots and forks need (``forking.py``).
+the verdict's record (``verification.py``), what snapshots and forks need (``forking.py``) and what
+a release during a long pause needs (``releasing.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from ares.envs.command_log import CommandLog, CommandRecord
 from ares.envs.context_window import ContextWindow
 from ares.envs.episode import Episode
 from ares.envs.forking import check_reissued, restore_forks, restoring_factory, snapshot_source
+from ares.envs.releasing import check_comes_back, note_release
 from ares.envs.snapshots.model import EnvironmentSnapshot
 from ares.envs.snapshots.restoring import carry_over, snapshot_sandbox
 from ares.envs.task_sampler import TaskSampler
@@ -112,6 +114,7 @@ class CodeEnvironment:
         self._stepping = False
         self._boundary_waiters: list[asyncio.Future[None]] = []
         self._agent_obj: object | None = None
+        self._released: EnvironmentSnapshot | None = None  # the sandbox, while a long pause freed it
         self._time_limited = False
         self._active = False
         self._closed = False
@@ -188,6 +191,8 @@ class CodeEnvironment:
             )  # fmt: skip
         if not isinstance(action, LLMResponse):
             raise TypeError(f"actions must be ares.LLMResponse, got {type(action).__name__}")
+        if self._released is not None:
+            raise EnvironmentStateError("the episode's sandbox is released (a long pause): reacquire() first")
         episode, client, agent = self.episode, self._client, self._agent
         assert episode is not None and client is not None and agent is not None
         # The hot path: one coroutine per step, and while tracing is off no span object nor even a
@@ -257,6 +262,8 @@ class CodeEnvironment:
             waiter = asyncio.get_running_loop().create_future()
             self._boundary_waiters.append(waiter)
             await waiter
+        if self._released is not None:
+            raise SnapshotError("the episode's sandbox is released (a long pause): reacquire() first")
         episode, task, sandbox, agent = snapshot_source(
             self._active, self.episode, self.task, self._sandbox, self._agent_obj
         )
@@ -286,17 +293,7 @@ class CodeEnvironment:
         self._active, self._time_limited = True, False
         if snapshot.rng_state is not None:
             self._sampler.random().setstate(snapshot.rng_state)
-        try:
-            request = await self._start(task, resume=snapshot)
-            check_reissued(request, snapshot)
-        except asyncio.CancelledError:
-            await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
-            raise
-        except BaseException as exc:
-            await asyncio.shield(self._teardown(EpisodeStatus.ERRORED, exc))
-            if isinstance(exc, AgentFinished):
-                raise SnapshotError(f"the restored agent ended before re-issuing its request: {exc}") from exc
-            raise
+        request = await self._resume(task, snapshot)
         self._to_policy(request)
         return restart(request) if snapshot.step == 0 else transition(request)
 
@@ -309,6 +306,39 @@ class CodeEnvironment:
         forks = [self._sibling() for _ in range(n)]
         await restore_forks(forks, snapshot)
         return forks
+
+    # ------------------------------------------------------------------ long pauses
+    async def release(self) -> None:
+        """Free the sandbox of an episode waiting for the policy (a trainer's long pause): snapshot
+        it, stop the agent and the sandbox. The episode stays at its step, its observation pending;
+        ``reacquire()`` brings both back. SnapshotError, the sandbox kept, where the backend, its
+        factory or the agent cannot snapshot; either way the episode's metadata notes it. As with
+        ``snapshot()``, processes the agent left running in the background do not survive it."""
+        if self._released is not None:
+            return
+        try:
+            check_comes_back(self._sandbox_factory)
+            snapshot = await self.snapshot()
+        except SnapshotError as exc:
+            note_release(self.episode, exc)
+            raise
+        self._released = snapshot  # from here on, a teardown discards it
+        note_release(self.episode)
+        self._clock.stop()  # the agent's time limit does not run while it is gone
+        await self._free(report=False)
+
+    async def reacquire(self) -> None:
+        """Restore a released episode's sandbox and agent from its snapshot, at the same step: the
+        agent re-issues the pending observation (SnapshotError, the episode errored, if it asks
+        anything else). A no-op unless released."""
+        snapshot = self._released
+        if snapshot is None or not self._active:
+            return
+        assert self.task is not None
+        request = await self._resume(self.task, snapshot)
+        self._released = None
+        await snapshot.discard()  # its files go with the restored sandbox
+        self._to_policy(request)
 
     def _sibling(self) -> CodeEnvironment:
         """A new environment with this one's tasks, agent, sandbox backend and limits."""
@@ -385,6 +415,22 @@ class CodeEnvironment:
             )
         return request
 
+    async def _resume(self, task: Task, snapshot: EnvironmentSnapshot) -> LLMRequest:
+        """Start ``snapshot``'s sandbox and agent and return the request the agent re-issued; a
+        failure (or a different request) ends the episode."""
+        try:
+            request = await self._start(task, resume=snapshot)
+            check_reissued(request, snapshot)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._teardown(EpisodeStatus.CANCELLED))
+            raise
+        except BaseException as exc:
+            await asyncio.shield(self._teardown(EpisodeStatus.ERRORED, exc))
+            if isinstance(exc, AgentFinished):
+                raise SnapshotError(f"the restored agent ended before re-issuing its request: {exc}") from exc
+            raise
+        return request
+
     def _to_policy(self, request: LLMRequest) -> None:
         """``request`` goes to the policy as the observation it answers; its thinking time starts."""
         self._observation = request
@@ -454,14 +500,24 @@ class CodeEnvironment:
             self.episode.end(status, error, reason)
         self._active = False
         self._clock.stop()
+        self._observation = None
+        try:
+            await self._free(report=True)
+        finally:
+            released, self._released = self._released, None
+            if released is not None:  # a long pause's snapshot: nothing else would free it
+                await asyncio.shield(released.discard())
+
+    async def _free(self, *, report: bool) -> None:
+        """Stop the agent and the sandbox (``report``: keep the agent's report with the episode)."""
         if self._client is not None:
             self._client.close()
             self._client = None
-        self._observation = None
         try:
             await stop_agent(self._agent, AGENT_STOP_GRACE_S)
         finally:
-            agent_report(self.episode, self._agent_obj)
+            if report:
+                agent_report(self.episode, self._agent_obj)
             self._agent, self._agent_obj = None, None
             sandbox, self._sandbox = self._sandbox, None
             if sandbox is not None:  # even when cancelled meanwhile: never leak a sandbox

@@ -3,7 +3,7 @@
 An asynchronous trainer needs both: the version serving when an episode asked (how stale the
 request was, queue time included) and the version that produced the tokens
 (``LLMResponse.policy_version``). A policy that knows its version implements ``VersionReporting``;
-the runner reads it as each call starts and records it with the step (``records.model.PolicyCall``).
+the runner reads it as each call starts and records it with the step (``records.policy_call.PolicyCall``).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from ares.core.timestep import transition
 from ares.envs.blame import Blame, blame_for, error_blame
 from ares.envs.episode import ErrorInfo
 from ares.errors import AresTimeoutError, PolicyTimeoutError
+from ares.llm.token_versions import oldest_version
 from ares.llm.types import LLMResponse
 from ares.policies.base import PolicyFactory
 from ares.policies.versions import version_of
@@ -32,6 +33,7 @@ from ares.records.collecting import PolicyCallSink, TraceLevel, TrajectoryCollec
 from ares.records.collectors import TrajectoryCollector
 from ares.records.policy_call import PolicyCall
 from ares.rollout.pause import PolicyGate
+from ares.rollout.preemption import answer
 from ares.rollout.results import EpisodeResult
 from ares.rollout.staleness import Staleness
 from ares.rollout.token_counts import TokenCounts
@@ -65,7 +67,8 @@ async def run_episode(
     ``driver`` is what reset/step/abort go through (e.g. a recording wrapper around ``env``).
     ``staleness`` ends the episode (``StaleEpisodeError``) once its oldest token is too far behind
     the trainer's current version (``ares.rollout.staleness``), checked at every step boundary;
-    every policy call passes ``gate`` (``ares.rollout.pause``: a trainer pauses it to update weights).
+    every policy call passes ``gate`` (``ares.rollout.pause``: a trainer pauses it to update weights;
+    a preempted call is re-issued, and a long pause may release ``env``'s sandbox meanwhile).
     The episode is one span on its own trace track; ``flows_in``/``flows_out`` link it to the spans
     that dispatched it and take its result (another process's, on Ray).
     """
@@ -75,7 +78,8 @@ async def run_episode(
     ) as span:  # fmt: skip
         seam = episodic(env)
         play = _Play(seam, seam if driver is None else episodic(driver), policy_timeout_s, staleness, gate)
-        await play.play(lambda: play.drive.reset(seed=seed, task=task), policy_factory)
+        with contextlib.nullcontext() if gate is None else gate.attach(env):  # what a long pause releases
+            await play.play(lambda: play.drive.reset(seed=seed, task=task), policy_factory)
         result = play.result(index=index, task=task, group=group)
         span.set("status", str(result.status))
         span.set("reward", result.reward)
@@ -154,7 +158,7 @@ class _Play:
         t0 = time.perf_counter()
         try:
             with tracing.span("policy", cat="policy", step=len(self.policy_latencies)):
-                action = await asyncio.wait_for(policy.act(timestep.observation), self.timeout_s)
+                action = await answer(policy, timestep.observation, self.timeout_s, self.gate)
         except AresTimeoutError:
             raise  # the policy's own timeout (an LLM call's), with its own reason
         except TimeoutError as exc:
@@ -165,7 +169,7 @@ class _Play:
 
     def _check_version(self, action: Any) -> None:
         """Keep the oldest version the episode received; past the staleness bound, end it."""
-        version = action.policy_version if isinstance(action, LLMResponse) else None
+        version = oldest_version(action) if isinstance(action, LLMResponse) else None
         if version is not None and (self.oldest_version is None or version < self.oldest_version):
             self.oldest_version = version
         if self.staleness is not None:

@@ -27,6 +27,7 @@ from ares.envs.blame import masked
 from ares.errors import AresError
 from ares.llm._wire import PROMPT_TOKEN_IDS_KEY
 from ares.llm.context_marks import CONTEXT_KEY
+from ares.llm.token_versions import answer_segments
 from ares.records.exports.turns import Turn, episode_fact, episode_reward, turns
 from ares.records.model import EpisodeRecord
 
@@ -105,7 +106,8 @@ class TokenSequence:
     masked: bool = False
     #: Which weights made which tokens: ``(start, end, version)`` over ``completion_ids`` (end
     #: exclusive; observation tokens between two answers of one version stay in its segment), in
-    #: order; the version is the answer's ``policy_version`` (None: not reported).
+    #: order; the version is the answer's ``policy_version`` (None: not reported), or per token for
+    #: an answer continued across a weight update (``ares.llm.token_versions``).
     version_segments: tuple[tuple[int, int, int | None], ...] = ()
     #: Each policy turn's tokens, versions and timing (``TurnCall``), in order: how stale each
     #: answer was when it was asked and how long it queued, for a trainer's staleness bound.
@@ -223,13 +225,12 @@ class _Chain:
         turn: Turn,
     ) -> None:
         self.first_turn, self.start = first_turn, start
-        version = turn.response.policy_version
         self.prompt = list(prompt)
         self.completion = list(completion)
         self.mask = [1] * len(completion)
         self.logprobs = None if logprobs is None else list(logprobs)
         self.turns = 1
-        self.segments: list[list[Any]] = [[0, len(completion), version]] if completion else []
+        self.segments: list[list[Any]] = [list(segment) for segment in answer_segments(turn.response)]
         self.calls = [TurnCall.of(turn, 0, len(completion))]
 
     def extends_into(self, prompt: Sequence[int]) -> bool:
@@ -246,14 +247,14 @@ class _Chain:
         logprobs: Sequence[float] | None,
         turn: Turn,
     ) -> None:
-        version = turn.response.policy_version
         added = list(prompt[len(self.prompt) + len(self.completion) :])
-        start = len(self.completion) + len(added)
-        self.calls.append(TurnCall.of(turn, start, start + len(completion)))
-        if completion and self.segments and self.segments[-1][2] == version:
-            self.segments[-1][1] = start + len(completion)
-        elif completion:
-            self.segments.append([start, start + len(completion), version])
+        at = len(self.completion) + len(added)
+        self.calls.append(TurnCall.of(turn, at, at + len(completion)))
+        for start, end, version in answer_segments(turn.response):  # its own spans, shifted to `at`
+            if self.segments and self.segments[-1][2] == version:
+                self.segments[-1][1] = at + end  # the tokens in between stay in the segment
+            else:
+                self.segments.append([at + start, at + end, version])
         self.completion += added + list(completion)
         self.mask += [0] * len(added) + [1] * len(completion)
         if self.logprobs is not None and logprobs is not None:

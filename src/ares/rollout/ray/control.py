@@ -20,13 +20,16 @@ from ares.rollout.staleness import Staleness
 
 @dataclass(frozen=True, slots=True)
 class Control:
-    """What the driver tells a run's actors: is there a gate and is it paused, how stale may an
-    episode get (None: no bound) and the trainer's current version."""
+    """What the driver tells a run's actors: is there a gate and is it paused (and with which
+    options of ``PolicyGate.pause``), how stale may an episode get (None: no bound) and the
+    trainer's current version."""
 
     gated: bool = False
     paused: bool = False
     max_staleness: int | None = None
     version: int | None = None
+    preempt: bool = False
+    release_after_s: float | None = None
 
 
 class RunControl:
@@ -50,7 +53,7 @@ class RunControl:
         if self.gate is None:
             return
         if control.paused:
-            await self.gate.pause()
+            await self.gate.pause(preempt=control.preempt, release_after_s=control.release_after_s)
         else:
             self.gate.resume()
 

@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from types import TracebackType
+from typing import Any
 
 from ares.rollout.pause import PolicyGate
 from ares.rollout.ray.control import Control
@@ -85,15 +86,18 @@ class Relay:
             await asyncio.wait([self._last])
         await self._fleet.end_run(self._config.run_id)
 
-    async def pause(self) -> None:
-        """Pause every actor's episodes of the run; return once none has a policy call in flight."""
-        await asyncio.shield(self._push(paused=True))
+    async def pause(self, *, preempt: bool = False, release_after_s: float | None = None) -> None:
+        """Pause every actor's episodes of the run (preempting their calls, releasing sandboxes
+        after ``release_after_s``, as ``PolicyGate.pause``); return once none has a policy call in
+        flight."""
+        push = self._push(paused=True, preempt=preempt, release_after_s=release_after_s)
+        await asyncio.shield(push)
 
     def resume(self) -> None:
         """Push the version now and let every actor's episodes go on."""
-        self._push(paused=False)
+        self._push(paused=False, preempt=False, release_after_s=None)
 
-    def _push(self, **changes: bool) -> asyncio.Task[None]:
+    def _push(self, **changes: Any) -> asyncio.Task[None]:
         state = self._state = replace(self._state, version=self._current(), **changes)
         return self._then(lambda: self._fleet.control(self._config.run_id, state))
 
