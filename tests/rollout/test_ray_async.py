@@ -240,6 +240,27 @@ async def test_the_gate_holds_every_actor_until_no_call_is_in_flight_and_episode
     assert versions_by_episode(tmp_path) == {0: [0, 0, 1], 1: [0, 0, 1]}
 
 
+async def test_a_preempting_pause_on_the_driver_preempts_the_calls_on_every_actor(
+    tmp_path: Path, fleet: RayRunner, make_trainer: Callable[..., Trainer]
+) -> None:
+    """``pause(preempt=True)`` returns while the server still holds both calls (cancelled on the
+    actors, not waited for); after the update each is re-issued and answered by the new version."""
+    t = make_trainer(hold_from=1)
+    gate = PolicyGate()
+    collector = JsonDirCollector(tmp_path)
+    run = asyncio.create_task(fleet.run(t.policy, episodes=2, concurrency=1, gate=gate, collector=collector))
+    await until(lambda: t.server.held == 2)  # both episodes, one per actor, are in a policy call
+    await gate.pause(preempt=True)  # returns with the server still holding them
+    assert t.server.held == 2 and not run.done()
+    t.version = 1
+    t.holding = False
+    gate.resume()
+    results = await run
+    collector.close()
+    assert [(r.status.value, r.reward) for r in results] == [("finished", 1.0)] * 2
+    assert versions_by_episode(tmp_path) == {0: [0, 1, 1], 1: [0, 1, 1]}  # the held turn re-issued
+
+
 async def test_a_version_pushed_at_resume_ends_a_stale_episode_and_the_refill_uses_new_weights(
     tmp_path: Path, fleet: RayRunner, make_trainer: Callable[..., Trainer]
 ) -> None:
