@@ -116,21 +116,26 @@ class _Threaded(ThreadingHTTPServer):
     request_queue_size = 128
 
 
+def send_json(handler: BaseHTTPRequestHandler, body: Any) -> None:
+    """Answer a request with ``body`` as JSON (200); a client that went away is no error."""
+    data = json.dumps(body).encode()
+    try:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+    except OSError:
+        pass
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_of: OracleOpenAI
     protocol_version = "HTTP/1.1"
 
     def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        data = json.dumps(self.server_of.reply(json.loads(raw))).encode()
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:
-            pass  # the client went away
+        send_json(self, self.server_of.reply(json.loads(raw)))
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
