@@ -184,14 +184,14 @@ def test_a_task_whose_tests_never_give_a_reward_is_masked(outcomes: dict[str, An
     )
 
 
-def test_an_agent_that_starves_its_sandbox_init_is_not_masked(outcomes: dict[str, Any]) -> None:
-    """Attack: lower the sandbox init's rlimits from inside (no fds, processes or CPU left), so the
-    next command cannot run and the sandbox may die, hoping for an errored episode. Expected: the
-    files are verified as the agent left them (answer 7: reward 0), blame policy, unmasked."""
+def test_an_agent_cannot_starve_its_sandbox_init(outcomes: dict[str, Any]) -> None:
+    """Attack: lower the sandbox init's rlimits from inside (no processes or CPU left, 4 fds), so the
+    sandbox dies and the episode may be masked. Expected: the syscall filter refuses to set another
+    process's limits, the agent's next command runs (answer 42), and the episode is its own: finished,
+    reward 1, unmasked."""
     starved = outcomes["starved_init"]
-    assert starved["status"] == "finished" and starved["error"] is None
-    assert (starved["reward"], starved["outcome"], starved["masked"]) == (0.0, False, False)
-    assert starved["blame"] in (None, "policy")
+    assert starved["status"] == "finished" and starved["error"] is None and starved["sandbox_crash"] is None
+    assert (starved["reward"], starved["outcome"], starved["masked"]) == (1.0, True, False)
 
 
 def test_an_agent_that_crashes_its_own_sandbox_is_not_masked(outcomes: dict[str, Any]) -> None:

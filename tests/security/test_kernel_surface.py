@@ -213,6 +213,8 @@ SYSCALLS: dict[str, tuple[int, list[Any]]] = {
     "uselib": (134, [None]),
     "kcmp": (312, ["self", "self", 0, 0, 0]),
     "pidfd_getfd": (438, ["pidfd_self", 0, 0]),
+    # Lower the sandbox init's core-size limit to 0 (harmless, should it pass; CPU time 0 would kill it).
+    "prlimit64_on_the_init": (302, [1, 4, "buffer", None]),
 }
 
 SECCOMP_PROBE = r"""
@@ -280,6 +282,9 @@ TOOLS = {
     "    with m.Pool(2) as p: print(sum(p.map(abs, [20, 22])))'",
     "background_job": "sleep 0.1 & wait; echo 42",
     "pipes": "seq 1 100 | grep -c . | sed s/100/42/",
+    "own_limits": "ulimit -n 256 && python3 -c 'import resource as r; "
+    "r.setrlimit(r.RLIMIT_NOFILE, (128, 128)); r.prlimit(0, r.RLIMIT_CORE, (0, 0)); "
+    "r.prlimit(1, r.RLIMIT_NOFILE); print(42)'",
 }
 
 SCENARIO = """

@@ -4,7 +4,10 @@ The default profile has the semantics of Docker's default: every syscall libsecc
 except those that reach the kernel's global state or other namespaces (module loading, kexec, keyrings,
 bpf, perf, userfaultfd, mount and the new mount API, namespace creation and entry, clock and swap
 control, io_uring, raw I/O ports...) and those Docker grants only with CAP_SYS_PTRACE (kcmp,
-pidfd_getfd, process_madvise), which fail with EPERM. Syscalls libseccomp does not know (newer
+pidfd_getfd, process_madvise), which fail with EPERM. ``prlimit64`` may read any process's limits
+but set only the caller's own (pid 0): root in the sandbox's user namespace could otherwise lower
+its init's limits (CPU time 0: the kernel kills the init) and so kill its own sandbox from inside,
+leaving no trace that tells it from a kill by the host. Syscalls libseccomp does not know (newer
 than its table) fail with ENOSYS so that libc falls back to an older one, as it does on older kernels;
 ``clone3`` fails with ENOSYS for the same reason, so namespace flags always go through ``clone``, whose
 flags a filter can read. Syscalls of another ABI (32-bit ``int 0x80`` on x86_64) fail with ENOSYS.
@@ -39,6 +42,8 @@ DENIED = frozenset(_DENIED_NAMES.split())
 NAMESPACE_FLAGGED = ("clone", "unshare")
 #: CLONE_NEWTIME, NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET.
 NAMESPACE_FLAGS = (0x80, 0x20000, 0x2000000, 0x4000000, 0x8000000, 0x10000000, 0x20000000, 0x40000000)
+#: Allowed for the caller itself (pid 0) or to read (no new limit); EPERM for setting another's.
+SELF_ONLY = ("prlimit64",)
 #: personality(2) values allowed: Linux, UNAME26 variants, and the query 0xffffffff.
 PERSONALITIES = (0x0, 0x8, 0x20000, 0x20008, 0xFFFFFFFF)
 #: Left to the default action (ENOSYS) so that libc falls back to the syscall a filter can inspect.
@@ -113,6 +118,10 @@ def _compile(policy: SeccompPolicy) -> bytes | None:
             flt.add_rule(seccomp.ALLOW, name, seccomp.Arg(0, seccomp.MASKED_EQ, mask, 0))
             for flag in NAMESPACE_FLAGS:
                 flt.add_rule(deny, name, seccomp.Arg(0, seccomp.MASKED_EQ, flag, flag))
+        elif name in SELF_ONLY:  # (the filter's default is ENOSYS: say EPERM, as the kernel would)
+            flt.add_rule(seccomp.ALLOW, name, seccomp.Arg(0, seccomp.EQ, 0))
+            flt.add_rule(seccomp.ALLOW, name, seccomp.Arg(2, seccomp.EQ, 0))
+            flt.add_rule(deny, name, seccomp.Arg(0, seccomp.NE, 0), seccomp.Arg(2, seccomp.NE, 0))
         elif name == "personality":
             for value in PERSONALITIES:
                 flt.add_rule(seccomp.ALLOW, name, seccomp.Arg(0, seccomp.EQ, value))
@@ -139,9 +148,14 @@ def docker_security_opt(policy: SeccompPolicy) -> list[str]:
     plain = sorted(
         name for name in known_syscalls()
         if name in allowed or (name not in DENIED and name not in NAMESPACE_FLAGGED and name != "personality"
-                               and name not in FALLBACK_TO_OLDER)
+                               and name not in FALLBACK_TO_OLDER and name not in SELF_ONLY)
     )  # fmt: skip
     rules.append({"names": plain, "action": "SCMP_ACT_ALLOW"})
+    for name in SELF_ONLY:
+        if name not in allowed:  # its own limits (pid 0), or a read (no new limit)
+            for index in (0, 2):
+                arg = {"index": index, "value": 0, "op": "SCMP_CMP_EQ"}
+                rules.append({"names": [name], "action": "SCMP_ACT_ALLOW", "args": [arg]})
     mask = sum(NAMESPACE_FLAGS)
     for name in NAMESPACE_FLAGGED:
         if name not in allowed:
