@@ -33,6 +33,12 @@ class SandboxCrashedError(SandboxError):
     """The sandbox died while an operation was in flight."""
 
 
+class SandboxKilledError(SandboxCrashedError):
+    """The sandbox was killed from outside, by nothing its own processes can do (an operator, the host's
+    OOM killer, a lost node): the backend saw no sign the sandbox did it to itself. Not the agent's
+    doing, so its episode errors (blame ``infra``, masked) instead of being verified as the agent's."""
+
+
 class OutputRefusedError(SandboxError):
     """What the agent left breaks a bound of the verifier's carry (too many entries, a huge or sparse
     file, a special file, a tree too deep, a path too long, an unreadable dir, too slow to read).

@@ -71,7 +71,7 @@ def test_the_rules_for_episodes_that_did_not_error() -> None:
 # Three episodes on a small task whose tests read answer.txt under `set -e`: a number gives a reward
 # (1 for 42, else 0); anything else makes test.sh exit before it writes one.
 SCENARIO = r"""
-import asyncio, dataclasses, json, sys
+import asyncio, dataclasses, json, os, signal, sys
 from pathlib import Path
 
 import ares
@@ -107,6 +107,24 @@ async def episode(env, base, tests, commands):
             "sandbox_crash": e.sandbox_crash, "error": None if e.error is None else e.error.type}
 
 
+async def killed_by_host(env, base):
+    # pid 1 SIGKILLed from the host (as by an operator or the host's OOM killer) mid-command.
+    workspace = {"answer.txt": "0\n"}
+    task = dataclasses.replace(base, tests=STRICT_TESTS, workspace=workspace, command_timeout_s=60.0)
+    await env.reset(task=task)
+    step = asyncio.ensure_future(env.step(FMT.command("echo 7 > answer.txt; sleep 30")))
+    sandbox = env.sandbox
+    await asyncio.sleep(1.5)  # the command is running
+    held = (sandbox._limits.report.memory, sandbox._limits.report.pids)
+    cgroups = all(x is not None and x.mechanism.startswith("cgroup") for x in held)
+    os.kill(sandbox._pids[0], signal.SIGKILL)
+    ts = await step
+    e = env.episode
+    return {"status": str(e.status), "reward": e.reward, "blame": e.blame, "masked": e.masked,
+            "last": ts.last(), "sandbox_crash": e.sandbox_crash, "cgroups": cgroups,
+            "error": None if e.error is None else e.error.type}
+
+
 async def main():
     env = ares.make("harbor", path=sys.argv[1])
     async with env:
@@ -118,6 +136,7 @@ async def main():
             "crashed_own_sandbox": await episode(
                 env, base, STRICT_TESTS, ["echo 7 > answer.txt", "kill -STOP $PPID; sleep 600"]
             ),
+            "killed_by_host": await killed_by_host(env, base),
             "starved_init": await episode(
                 env, base, STRICT_TESTS, ["echo 7 > answer.txt", STARVE, "echo 42 > answer.txt"]
             ),
@@ -145,7 +164,7 @@ def outcomes(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
         code = f"import sys; sys.argv = ['-', {str(HARBOR / 'hello-file')!r}]\n{SCENARIO}"
         done = run_as_nobody(request, "ares-blame-", code, [SRC], timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "who": request.param}
 
 
 def test_a_solved_episode_has_an_outcome_and_no_blame(outcomes: dict[str, Any]) -> None:
@@ -205,3 +224,23 @@ def test_an_agent_that_crashes_its_own_sandbox_is_not_masked(outcomes: dict[str,
         "policy",
         False,
     )
+
+
+def test_a_host_kill_is_masked_where_nothing_inside_can_kill_the_init(outcomes: dict[str, Any]) -> None:
+    """Fault: the host SIGKILLs the sandbox's pid 1 while a command runs. Where cgroups count memory
+    and processes (as root here: what is left of the ways a sandbox could kill its own init), the
+    episode errors with ``SandboxKilledError``: blame infra, masked, so a runner refills it. Where
+    rlimits hold them (nobody here: no count to read), a host's kill cannot be told from the agent's,
+    and the agent's files are verified as its own (answer 7: reward 0), blame policy, unmasked."""
+    killed = outcomes["killed_by_host"]
+    assert killed["last"] is True and killed["cgroups"] is (outcomes["who"] == "root")
+    if killed["cgroups"]:
+        assert (killed["status"], killed["error"], killed["blame"], killed["masked"]) == (
+            "errored",
+            "SandboxKilledError",
+            "infra",
+            True,
+        )
+    else:
+        assert killed["status"] == "finished" and killed["sandbox_crash"] is not None
+        assert (killed["reward"], killed["blame"], killed["masked"]) == (0.0, "policy", False)

@@ -5,11 +5,16 @@ whose start fails as an unreachable engine's would, then real local sandboxes.""
 from __future__ import annotations
 
 import asyncio
+import os
+import select
+import signal
 from pathlib import Path
+from typing import Any
 
 from ares.errors import PolicyError, SandboxUnavailableError
 from ares.policies import make_policy
 from ares.records.collectors import JsonDirCollector
+from ares.records.exports.turns import episode_fact
 from ares.records.loader import load_episodes
 from ares.rollout import PolicyGate, RaySettings, RunSpec, Staleness
 from ares.sandbox.base import SandboxSpec
@@ -50,6 +55,47 @@ def test_infra_failures_are_refilled_and_groups_stay_whole(tmp_path: Path) -> No
         "errored",
         "finished",
     ]
+
+
+class _KilledByHost(LocalSandbox):
+    """A real local sandbox whose pid 1 the host SIGKILLs (as an operator or the host's OOM killer
+    would) once the agent has its answer, just before the answer is written."""
+
+    async def upload(self, src: Any, dest: str) -> None:
+        pidfd = os.pidfd_open(self._pids[0])
+        try:
+            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            await asyncio.to_thread(select.select, [pidfd], [], [], 30.0)  # readable once it is dead
+        finally:
+            os.close(pidfd)
+        await super().upload(src, dest)
+
+
+class _KillsFirst:
+    """The first ``kills`` sandboxes it makes are killed by the host mid-episode; later ones live."""
+
+    def __init__(self, kills: int) -> None:
+        self.kills, self.made = kills, 0
+
+    def __call__(self, spec: SandboxSpec) -> LocalSandbox:
+        self.made += 1
+        return _KilledByHost(spec) if self.made <= self.kills else LocalSandbox(spec)
+
+
+def test_sandboxes_the_host_kills_mid_episode_are_masked_and_refilled(tmp_path: Path) -> None:
+    """Root here: cgroups count memory and processes, so a kill from outside is told from the
+    agent's own doing (tests/envs/test_blame.py has the unprivileged side)."""
+    spec = RunSpec.load("humaneval", tasks="0:2", group_size=2, concurrency=1, refills=2)
+    collector = JsonDirCollector(tmp_path)
+    played = spec.play(make_policy("oracle"), sandbox_factory=_KillsFirst(2), collector=collector)
+    results = asyncio.run(played)
+    collector.close()
+    check_whole_refilled_groups(results, tmp_path)
+    failed = [e for e in load_episodes(tmp_path, keep_superseded=True) if e.status == "errored"]
+    assert len(failed) == 2
+    for episode in failed:
+        facts = (episode_fact(episode, "blame"), episode_fact(episode, "masked"), episode.error)
+        assert facts[:2] == ("infra", True) and facts[2] is not None and facts[2].type == "SandboxKilledError"
 
 
 def test_refills_are_bounded_and_the_last_failure_is_kept_masked() -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import select
+import signal
 import time
 from pathlib import Path
 
 import pytest
 
-from ares.errors import SandboxCrashedError, SandboxError
+from ares.errors import SandboxCrashedError, SandboxError, SandboxKilledError
 from ares.sandbox import SandboxSpec
+from ares.sandbox.base import Resources, SeccompPolicy
 from ares.sandbox.local import LocalSandbox
 
 COUNT_SLEEPERS = "grep -lx 'sleep' /proc/[0-9]*/comm 2>/dev/null | wc -l"
@@ -187,6 +190,53 @@ async def test_crashed_sandbox_gives_a_clear_error() -> None:
     with pytest.raises(SandboxError):
         await sb.exec("true")
     await sb.stop()
+
+
+async def _killed_from_host(sb: LocalSandbox) -> BaseException:
+    """SIGKILL pid 1 from the host (as an operator or the host's OOM killer would): the next error."""
+    pidfd = os.pidfd_open(sb._pids[0])
+    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    await asyncio.to_thread(select.select, [pidfd], [], [], 30.0)  # readable once pid 1 is dead
+    os.close(pidfd)
+    with pytest.raises(SandboxCrashedError) as raised:
+        await sb.exec("true")
+    return raised.value
+
+
+LIMITED = Resources(memory_mb=256, pids=128)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="cgroups count memory and processes as root here")
+async def test_a_kill_from_outside_is_told_from_one_the_sandbox_may_have_caused() -> None:
+    """Only with cgroups that counted no OOM kill and no refused fork, and the syscall filter that
+    stops commands from lowering pid 1's rlimits, is a dead pid 1 known to be killed from outside."""
+    clean = LocalSandbox(SandboxSpec(resources=LIMITED))
+    await clean.start()
+    try:
+        assert "cgroup" in str(clean._limits.report)
+        assert type(await _killed_from_host(clean)) is SandboxKilledError
+    finally:
+        await clean.stop()
+    oomed = LocalSandbox(SandboxSpec(resources=LIMITED))
+    await oomed.start()
+    try:
+        hog = await oomed.exec("python3 -c 'b = bytearray(1 << 30)'")
+        assert hog.limit_hit == "memory"  # the OOM kill is counted: pid 1 might be next
+        assert type(await _killed_from_host(oomed)) is SandboxCrashedError
+    finally:
+        await oomed.stop()
+    relaxed = LocalSandbox(SandboxSpec(resources=LIMITED, seccomp=SeccompPolicy(allow=("prlimit64",))))
+    await relaxed.start()
+    try:
+        assert type(await _killed_from_host(relaxed)) is SandboxCrashedError
+    finally:
+        await relaxed.stop()
+    by_rlimits = LocalSandbox(SandboxSpec(resources=LIMITED), limit_mode="rlimit")  # nothing counts
+    await by_rlimits.start()
+    try:
+        assert type(await _killed_from_host(by_rlimits)) is SandboxCrashedError
+    finally:
+        await by_rlimits.stop()
 
 
 async def test_concurrent_execs_do_not_mix_outputs(sandbox: LocalSandbox) -> None:

@@ -17,7 +17,7 @@ from ares import tracing
 from ares.agents.base import AgentFactory, StatefulAgent
 from ares.envs.episode import Episode
 from ares.envs.snapshots.model import EnvironmentSnapshot
-from ares.errors import AgentError, SandboxCrashedError, SnapshotError
+from ares.errors import AgentError, SandboxCrashedError, SandboxKilledError, SnapshotError
 from ares.llm.interceptor import AgentFinished, InterceptedLLMClient, LLMClient
 from ares.llm.tokens import TokenExactClient, TokenRenderer
 from ares.llm.types import LLMRequest
@@ -86,8 +86,8 @@ def episode_error(
     """What errors the episode once its agent stopped (None: verify it), ``limit`` being the limit
     that cut the agent off, if one did."""
     error = agent_error(agent)
-    if isinstance(error, SandboxCrashedError):
-        # The agent's own command took the sandbox down: its files still count, so verify
+    if isinstance(error, SandboxCrashedError) and not isinstance(error, SandboxKilledError):
+        # The agent's command may have taken the sandbox down: its files still count, so verify
         # them (where the backend can) and keep the crash on record instead of erroring.
         episode.sandbox_crash, error = str(error), None
     if error is None and agent is not None and agent.cancelled() and limit is None:

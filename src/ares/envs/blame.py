@@ -9,7 +9,8 @@ zero. The rules, in order (the first that applies decides):
 what happened                                      blame      masked
 =================================================  =========  ========
 finished, the sandbox died under the agent's       policy     no
-commands (its files were still verified)
+commands and may have done so by their doing
+(its files were still verified)
 finished                                           (none)     no
 a step, time or context limit cut the episode      limit      no
 abandoned, aborted or cancelled by the caller      infra      yes
@@ -22,6 +23,8 @@ errored: the policy server could not be reached    infra      yes
 errored: the task cannot be loaded, built or       task       yes
 verified on a pristine tree (``TaskError``,
 ``ImageBuildError``, ``VerifierError``)
+errored: the sandbox was killed from outside       infra      yes
+(``SandboxKilledError``)
 errored: anything else (a sandbox or backend       infra      yes
 fault the agent did not cause, a scaffold crash)
 =================================================  =========  ========
@@ -29,10 +32,14 @@ fault the agent did not cause, a scaffold crash)
 A verifier that fails on the agent's tree but gives a reward on the pristine one was broken by the
 agent: that episode is not errored at all but finished with reward 0 and blame ``policy``
 (``ares.envs.verification``). A sandbox crash during an agent command is kept as ``sandbox_crash``
-and verified, never errored (``ares.envs.agent_run``), also when the host killed the sandbox: the
-two cannot be told apart for certain (root in the sandbox's user namespace can lower its init's
-rlimits and have the kernel kill it, with no cgroup event), and masking an earned zero is the
-mistake an optimizer exploits, while keeping a rare infra kill costs one noisy sample.
+and verified, never errored (``ares.envs.agent_run``), unless the backend proves the kill came from
+outside (``SandboxKilledError``). The local backend can where cgroups hold memory and processes:
+signals from inside never reach a pid namespace's init, ptrace of it is refused, the syscall filter
+stops commands from lowering its rlimits, and cgroups count the rest (an OOM kill, a refused fork);
+with none counted over the sandbox's life, its init was killed from outside. With rlimits (no count
+to read), on Docker (whose default profile lets root in the container lower pid 1's rlimits) and in
+the cloud, a host's kill cannot be told from the agent's, so it stays the agent's: masking an earned
+zero is the mistake an optimizer exploits, while keeping a rare infra kill costs one noisy sample.
 """
 
 from __future__ import annotations

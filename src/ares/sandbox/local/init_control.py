@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ares.errors import SandboxCrashedError, SandboxError
+from ares.errors import SandboxCrashedError, SandboxError, SandboxKilledError
 from ares.images.rootfs import RootfsPlan
 from ares.sandbox.base import BindMount, SandboxSpec
 from ares.sandbox.local import diff, janitor, loopback, prelaunch, seccomp, startup, userns, zygote
@@ -166,6 +166,19 @@ class InitControl:
             await user_network.stop()
         self._state.halted()
 
+    def _death(self, message: str) -> SandboxCrashedError:
+        """The error for a sandbox whose init died: ``SandboxKilledError`` when nothing inside it can
+        have done that. Signals from inside never reach a pid namespace's init, which is not
+        dumpable (no ptrace, no /proc/1/mem for commands, which lack CAP_SYS_PTRACE too); the
+        syscall filter stops commands from lowering its rlimits (``seccomp.SELF_ONLY``); what is
+        left is memory and processes, which cgroups count. Anything less certain stays a crash."""
+        filtered = self.spec.seccomp.profile != "unconfined" and not set(self.spec.seccomp.allow) & set(
+            seccomp.SELF_ONLY
+        )
+        if filtered and self._limits is not None and self._limits.counted_every_pressure():
+            return SandboxKilledError(f"{message} (killed from outside: no OOM kill or refused fork inside)")
+        return SandboxCrashedError(message)
+
     def _init_alive(self) -> bool:
         """Whether pid 1 still holds its end of the control socket (it closes when pid 1 dies)."""
         return self._ctl is not None and self._ctl.alive()
@@ -183,7 +196,7 @@ class InitControl:
             await self._ctl.send(data, fds)
         except (BrokenPipeError, ConnectionResetError) as exc:
             await self._mark_crashed("the sandbox init process is gone")
-            raise SandboxCrashedError(self._state.why_not_running()) from exc
+            raise self._death(self._state.why_not_running()) from exc
 
     async def listen_loopback(self, port: int = 0) -> socket.socket:
         """A host-owned TCP socket listening on 127.0.0.1:``port`` in this sandbox's network namespace

@@ -270,6 +270,16 @@ class SandboxLimits:
             return (0, 0)
         return (self._cgroups.counter("memory"), self._cgroups.counter("pids"))
 
+    def counted_every_pressure(self) -> bool:
+        """Whether this sandbox's own processes left a count had they killed its init: memory and
+        processes are both held by cgroups, and over the sandbox's life their counters show no OOM
+        kill and no refused fork. (Rlimits leave no count; without such limits nothing is held.)"""
+        report = self.report
+        held = report.memory is not None and report.pids is not None
+        if not held or not all(e.mechanism.startswith("cgroup") for e in (report.memory, report.pids)):
+            return False
+        return self.counters() == (0, 0)
+
     def limit_hit(self, before: tuple[int, int], exit_code: int, timed_out: bool, stderr: str) -> str | None:
         """Which limit stopped or hampered the command that ran since ``before`` was read."""
         oom_kills, refused_forks = self.counters()

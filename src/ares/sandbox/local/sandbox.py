@@ -417,7 +417,7 @@ class LocalSandbox(LocalSnapshots, StartStopContext):
             if self._init_alive():  # only this command's shepherd died: the agent killed it
                 return Reply(137, False, 0.0, b"", KILLED_FROM_INSIDE.encode())
             await self._mark_crashed("the sandbox died while running a command")
-            raise SandboxCrashedError(f"{self._state.why_not_running()}: {cmd[:200]!r}")
+            raise self._death(f"{self._state.why_not_running()}: {cmd[:200]!r}")
         if reply.error is not None:
             raise SandboxError(f"the sandbox could not run {cmd[:200]!r}: {reply.error}")
         return reply
