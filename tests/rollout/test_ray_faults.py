@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import socket
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from ares.records.loader import load_episodes
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.tasks.model import Task
 from oracle_openai import oracle_script
+from oracle_openai_process import ServerProcess
 
 ray = pytest.importorskip("ray")
 cloudpickle = pytest.importorskip("ray.cloudpickle")
@@ -40,7 +40,6 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers canno
 pytestmark = pytest.mark.usefixtures("ray_instance")  # tests/rollout/conftest.py
 
 ORACLE = make_policy("oracle")
-SERVER = Path(__file__).parents[1] / "oracle_openai.py"
 
 
 @pytest.fixture(scope="module")
@@ -141,33 +140,6 @@ async def test_an_actor_killed_mid_run_loses_only_its_episodes_and_refills_play_
 
 
 # ----------------------------------------------------------------------------- a killed policy server
-
-
-class ServerProcess:
-    """``tests/oracle_openai.py`` in a subprocess on a fixed port: started, killed, started again."""
-
-    def __init__(self, script: Path, hold_file: Path) -> None:
-        self.script, self.hold_file = script, hold_file
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        self.proc = await asyncio.create_subprocess_exec(
-            sys.executable, str(SERVER), "--port", str(self.port), "--script", str(self.script),
-            "--hold-file", str(self.hold_file), stdout=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        assert await self.line() == f"LISTENING {self.port}"
-
-    async def line(self) -> str:
-        assert self.proc is not None and self.proc.stdout is not None
-        return (await self.proc.stdout.readline()).decode().strip()
-
-    async def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.kill()  # SIGKILL: connections reset, the port refuses from now on
-            await self.proc.wait()
 
 
 async def test_a_policy_server_killed_mid_episode_fails_its_episodes_as_infra_and_a_restart_heals(

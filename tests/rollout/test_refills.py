@@ -5,6 +5,7 @@ whose start fails as an unreachable engine's would, then real local sandboxes.""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import select
 import signal
@@ -17,8 +18,10 @@ from ares.records.collectors import JsonDirCollector
 from ares.records.exports.turns import episode_fact
 from ares.records.loader import load_episodes
 from ares.rollout import PolicyGate, RaySettings, RunSpec, Staleness
-from ares.sandbox.base import SandboxSpec
+from ares.sandbox.base import ExecResult, SandboxSpec
 from ares.sandbox.local import LocalSandbox
+from oracle_openai import oracle_script
+from oracle_openai_process import ServerProcess
 from refill_checks import check_whole_refilled_groups
 
 
@@ -59,16 +62,17 @@ def test_infra_failures_are_refilled_and_groups_stay_whole(tmp_path: Path) -> No
 
 class _KilledByHost(LocalSandbox):
     """A real local sandbox whose pid 1 the host SIGKILLs (as an operator or the host's OOM killer
-    would) once the agent has its answer, just before the answer is written."""
+    would) when the agent's first command, the oracle's solve, is about to run."""
 
-    async def upload(self, src: Any, dest: str) -> None:
-        pidfd = os.pidfd_open(self._pids[0])
-        try:
-            signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-            await asyncio.to_thread(select.select, [pidfd], [], [], 30.0)  # readable once it is dead
-        finally:
-            os.close(pidfd)
-        await super().upload(src, dest)
+    async def exec(self, cmd: str, **kwargs: Any) -> ExecResult:
+        if "/solution/solve.sh" in cmd:
+            pidfd = os.pidfd_open(self._pids[0])
+            try:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                await asyncio.to_thread(select.select, [pidfd], [], [], 30.0)  # readable once it is dead
+            finally:
+                os.close(pidfd)
+        return await super().exec(cmd, **kwargs)
 
 
 class _KillsFirst:
@@ -94,8 +98,66 @@ def test_sandboxes_the_host_kills_mid_episode_are_masked_and_refilled(tmp_path: 
     failed = [e for e in load_episodes(tmp_path, keep_superseded=True) if e.status == "errored"]
     assert len(failed) == 2
     for episode in failed:
+        assert len(episode.steps) == 2  # the first observation, and the command it was killed under
         facts = (episode_fact(episode, "blame"), episode_fact(episode, "masked"), episode.error)
         assert facts[:2] == ("infra", True) and facts[2] is not None and facts[2].type == "SandboxKilledError"
+
+
+class _StartsOnceServed(LocalSandbox):
+    """A real local sandbox that starts only once ``served`` is set (the policy server is back)."""
+
+    def __init__(self, spec: SandboxSpec, served: asyncio.Event) -> None:
+        super().__init__(spec)
+        self.served = served
+
+    async def start(self) -> None:
+        await self.served.wait()
+        await super().start()
+
+
+async def test_a_policy_server_killed_mid_episode_is_masked_and_refilled_once_back(tmp_path: Path) -> None:
+    """Episodes 0-1 get their first answer, then the server (a real subprocess) is SIGKILLed while
+    it holds their second request; it is started again, and only then may a sandbox start for the
+    refilled attempts and for episodes 2-3."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(oracle_script("humaneval", "0:2")))
+    server = ServerProcess(script, tmp_path / "hold")
+    server.hold_file.touch()  # second requests wait unanswered, until the kill
+    await server.start()
+    served, made = asyncio.Event(), []
+
+    def sandboxes(spec: SandboxSpec) -> LocalSandbox:
+        made.append(spec)
+        return LocalSandbox(spec) if len(made) <= 2 else _StartsOnceServed(spec, served)
+
+    async def kill_and_restart() -> None:
+        assert [await server.line(), await server.line()] == ["HELD", "HELD"]
+        await server.kill()
+        server.hold_file.unlink()
+        await server.start()
+        served.set()
+
+    policy = make_policy(
+        "openai", base_url=f"http://127.0.0.1:{server.port}/v1", api_key="k", model="m", max_retries=1,
+        backoff_s=0.01,
+    )  # fmt: skip
+    spec = RunSpec.load("humaneval", tasks="0:2", group_size=2, concurrency=2, refills=1)
+    collector = JsonDirCollector(tmp_path / "records")
+    restart = asyncio.create_task(kill_and_restart())
+    try:
+        results = await spec.play(policy, sandbox_factory=sandboxes, collector=collector)
+        await restart
+    finally:
+        collector.close()
+        await server.kill()
+    check_whole_refilled_groups(results, tmp_path / "records")
+    assert [r.refills for r in results] == [1, 1, 0, 0] and len(made) == 6
+    failed = [e for e in load_episodes(tmp_path / "records", keep_superseded=True) if e.status == "errored"]
+    assert sorted(e.metadata["episode_index"] for e in failed) == [0, 1]
+    for episode in failed:
+        assert (episode_fact(episode, "blame"), episode_fact(episode, "masked")) == ("infra", True)
+        assert episode.error is not None and episode.error.type == "LLMError"
+        assert "could not reach" in episode.error.message
 
 
 def test_refills_are_bounded_and_the_last_failure_is_kept_masked() -> None:
