@@ -98,6 +98,10 @@ def test_a_resumable_call_keeps_its_tokens_and_the_pause_is_not_on_its_clock() -
     assert first.extra[VERSION_SEGMENTS_KEY] == [[0, STALL, 0], [STALL, len(text), 1]]
     assert first.extra[PREEMPTED_KEY] == {"times": 1, "kept_tokens": STALL}
     assert second.policy_version == 1 and PREEMPTED_KEY not in second.extra
+    # The pause is not the policy's time: its latency leaves it out, the call's span holds it.
+    call = episodes[0].steps[1].call
+    assert call is not None and call.answered_at - call.asked_at >= timeout_s * 1.25
+    assert result.policy_latencies_s[0] < timeout_s * 1.25 <= call.answered_at - call.asked_at
 
 
 class StallingOracle:

@@ -297,6 +297,32 @@ async def test_a_version_change_without_a_gate_reaches_the_actors(
     assert result.error is not None and result.error["type"] == "StaleEpisodeError"
 
 
+async def test_a_version_source_that_raises_fails_the_episode_on_ray_as_it_does_locally(
+    fleet: RayRunner, make_trainer: Callable[..., Trainer]
+) -> None:
+    """The trainer's ``current()`` raises mid-episode: on Ray the driver pushes what it raised and
+    the episode fails with it at its next step, blamed and masked as a local run's is."""
+    t = make_trainer(hold_from=1)
+    broken = False
+
+    def current() -> int:
+        if broken:
+            raise ValueError("the trainer lost its step counter")
+        return t.version
+
+    run = asyncio.create_task(fleet.run(t.policy, episodes=1, concurrency=1, staleness=Staleness(current, 2)))
+    await until(lambda: t.server.held == 1)
+    broken = True
+    await until_actors(fleet, lambda run: run["version_error"] is not None)
+    t.holding = False
+    (on_ray,) = await run
+    (local,) = await RunSpec.load("humaneval", tasks="0", staleness=Staleness(current, 2)).play(t.policy)
+    for result, error in ((on_ray, "VersionSourceError"), (local, "ValueError")):
+        assert (result.status.value, result.blame, result.masked) == ("errored", "infra", True)
+        assert result.error is not None and result.error["type"] == error
+        assert "the trainer lost its step counter" in result.error["message"]
+
+
 async def test_within_the_bound_an_episode_on_an_actor_is_untouched(
     fleet: RayRunner, make_trainer: Callable[..., Trainer]
 ) -> None:

@@ -47,13 +47,15 @@ class GateMember(Protocol):
 
 class GateCall:
     """One episode's policy call at the gate: the attempt under way (``ares.rollout.preemption``
-    runs it), whether a pause asked to preempt it, and whether it waits for resume() already."""
+    runs it), whether a pause asked to preempt it, whether it waits for resume() already, and how
+    long it has waited for resume() in all (``parked_s``: not the policy's time)."""
 
-    __slots__ = ("attempt", "parked", "preempted")
+    __slots__ = ("attempt", "parked", "parked_s", "preempted")
 
     def __init__(self) -> None:
         self.attempt: asyncio.Future[Any] | None = None
         self.preempted = self.parked = False
+        self.parked_s = 0.0
 
     def preempt(self) -> None:
         if self.parked:  # preempted already: it waits for resume()
@@ -164,11 +166,13 @@ class PolicyGate:
         call.preempted, call.parked = False, True
         self.preemptions += 1
         self._leave()
+        since = time.perf_counter()
         try:
             await self._hold()
         finally:
             self._enter()
             call.parked = False
+            call.parked_s += time.perf_counter() - since
 
     @contextlib.contextmanager
     def attach(self, env: Any) -> Iterator[None]:

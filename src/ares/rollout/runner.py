@@ -131,10 +131,10 @@ class _Play:
             requested_at = time.time()
             if self.gate is not None:
                 async with self.gate.call():  # a trainer's pause holds the call back, not the episode
-                    action, t0, call = await self._ask(policy, timestep, requested_at)
+                    action, latency, call = await self._ask(policy, timestep, requested_at)
             else:
-                action, t0, call = await self._ask(policy, timestep, requested_at)
-            self.policy_latencies.append(time.perf_counter() - t0)
+                action, latency, call = await self._ask(policy, timestep, requested_at)
+            self.policy_latencies.append(latency)
             self.tokens.add(action)
             if sink is not None:
                 sink.record_call(call)
@@ -145,10 +145,10 @@ class _Play:
         return timestep
 
     async def _ask(self, policy: Any, timestep: Any, requested_at: float) -> tuple[Any, float, PolicyCall]:
-        """The policy's answer to ``timestep`` (bounded by ``timeout_s``), when it was asked, and the
-        call as recorded (``PolicyCall``: the version serving when asked is the policy's own report,
-        else the trainer's current one); first, the staleness bound (the trainer may have moved on
-        while the episode waited)."""
+        """The policy's answer to ``timestep`` (bounded by ``timeout_s``), how long the policy took
+        (a preempted call's wait for resume() left out), and the call as recorded (``PolicyCall``:
+        the version serving when asked is the policy's own report, else the trainer's current one);
+        first, the staleness bound (the trainer may have moved on while the episode waited)."""
         if self.staleness is not None:
             self.staleness.check(self.oldest_version)
         requested_version = version_of(policy)
@@ -165,7 +165,9 @@ class _Play:
             raise PolicyTimeoutError(
                 f"the policy did not answer within {self.timeout_s:g}s (policy_timeout_s)"
             ) from exc
-        return action, t0, PolicyCall(requested_at, asked_at, time.time(), requested_version)
+        gate_call = None if self.gate is None else self.gate.current_call()
+        latency = time.perf_counter() - t0 - (0.0 if gate_call is None else gate_call.parked_s)
+        return action, latency, PolicyCall(requested_at, asked_at, time.time(), requested_version)
 
     def _check_version(self, action: Any) -> None:
         """Keep the oldest version the episode received; past the staleness bound, end it."""

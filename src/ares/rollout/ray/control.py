@@ -22,7 +22,9 @@ from ares.rollout.staleness import Staleness
 class Control:
     """What the driver tells a run's actors: is there a gate and is it paused (and with which
     options of ``PolicyGate.pause``), how stale may an episode get (None: no bound) and the
-    trainer's current version."""
+    trainer's current version, or why it could not be read (``version_error``: what the driver's
+    ``Staleness.current`` raised; every episode's next staleness check then fails with it, as a
+    local run's would)."""
 
     gated: bool = False
     paused: bool = False
@@ -30,26 +32,36 @@ class Control:
     version: int | None = None
     preempt: bool = False
     release_after_s: float | None = None
+    version_error: str | None = None
+
+
+class VersionSourceError(RuntimeError):
+    """The trainer's version source (``Staleness.current``, called on the driver) raised."""
 
 
 class RunControl:
     """One run's gate and version in an actor; ``gate`` and ``staleness`` go to every episode."""
 
     def __init__(self, control: Control) -> None:
-        self.version = control.version
+        self.version, self.version_error = control.version, control.version_error
         self.gate = PolicyGate() if control.gated else None
         self.staleness = (
             None if control.max_staleness is None else Staleness(self.current, control.max_staleness)
         )
 
     def current(self) -> int | None:
-        """The trainer's version as last pushed by the driver."""
+        """The trainer's version as last pushed by the driver (``VersionSourceError`` if it could
+        not read one)."""
+        if self.version_error is not None:
+            raise VersionSourceError(
+                f"the trainer's version source raised on the driver: {self.version_error}"
+            )
         return self.version
 
     async def apply(self, control: Control) -> None:
         """Take the driver's state: the version first (a resume releases episodes that must see
         it), then pause (returning once this actor has no policy call in flight) or resume."""
-        self.version = control.version
+        self.version, self.version_error = control.version, control.version_error
         if self.gate is None:
             return
         if control.paused:
@@ -64,6 +76,7 @@ class RunControl:
             "paused": gate is not None and gate.paused,
             "in_flight": 0 if gate is None else gate.in_flight,
             "version": self.version,
+            "version_error": self.version_error,
         }
 
     def release(self) -> None:

@@ -36,12 +36,25 @@ VERSION_POLL_S = 0.05
 
 def initial_control(gate: PolicyGate | None, staleness: Staleness | None) -> Control:
     """A run's control as it starts: the gate's state and the trainer's version now."""
+    version, error = read_version(staleness, None)
     return Control(
         gated=gate is not None,
         paused=gate is not None and gate.paused,
         max_staleness=None if staleness is None else staleness.max_staleness,
-        version=None if staleness is None else staleness.current(),
+        version=version,
+        version_error=error,
     )
+
+
+def read_version(staleness: Staleness | None, last: int | None) -> tuple[int | None, str | None]:
+    """The trainer's version now, and None; or, when ``current()`` raises, ``last`` and what it
+    raised (pushed to the actors, whose episodes then fail with it as a local run's would)."""
+    if staleness is None:
+        return None, None
+    try:
+        return staleness.current(), None
+    except Exception as exc:
+        return last, f"{type(exc).__name__}: {exc}"
 
 
 class Relay:
@@ -49,7 +62,7 @@ class Relay:
     ``GateMember``s) and the trainer's version, until the run ends.
 
     Pushes go out one after another in the order they were made, so a resume never overtakes the
-    pause after it. A ``current()`` that raises keeps the last version.
+    pause after it. A ``current()`` that raises is pushed as ``Control.version_error``.
     """
 
     def __init__(
@@ -98,7 +111,8 @@ class Relay:
         self._push(paused=False, preempt=False, release_after_s=None)
 
     def _push(self, **changes: Any) -> asyncio.Task[None]:
-        state = self._state = replace(self._state, version=self._current(), **changes)
+        version, error = read_version(self._staleness, self._state.version)
+        state = self._state = replace(self._state, version=version, version_error=error, **changes)
         return self._then(lambda: self._fleet.control(self._config.run_id, state))
 
     def _then(self, step: Callable[[], Awaitable[None]]) -> asyncio.Task[None]:
@@ -114,16 +128,9 @@ class Relay:
         self._last = task = asyncio.create_task(link(), name="ares-ray-control")
         return task
 
-    def _current(self) -> int | None:
-        if self._staleness is None:
-            return None
-        try:
-            return self._staleness.current()
-        except Exception:
-            return self._state.version
-
     async def _poll(self) -> None:
         while True:
             await asyncio.sleep(self._poll_s)
-            if self._current() != self._state.version:
+            read = read_version(self._staleness, self._state.version)
+            if read != (self._state.version, self._state.version_error):
                 self._push()
