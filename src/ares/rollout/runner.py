@@ -78,12 +78,17 @@ async def run_episode(
     ) as span:  # fmt: skip
         seam = episodic(env)
         play = _Play(seam, seam if driver is None else episodic(driver), policy_timeout_s, staleness, gate)
-        with contextlib.nullcontext() if gate is None else gate.attach(env):  # what a long pause releases
+        with _attached(gate, env):
             await play.play(lambda: play.drive.reset(seed=seed, task=task), policy_factory)
         result = play.result(index=index, task=task, group=group)
         span.set("status", str(result.status))
         span.set("reward", result.reward)
     return result
+
+
+def _attached(gate: PolicyGate | None, env: Any) -> contextlib.AbstractContextManager[None]:
+    """``env`` as what a long pause of ``gate`` may release while its episode waits there."""
+    return contextlib.nullcontext() if gate is None else gate.attach(env)
 
 
 class _Play:
@@ -255,17 +260,21 @@ async def run_branched_group(
     collector: TrajectoryCollector | None = None,
     trace: TraceLevel = "basic",
     policy_timeout_s: float | None = DEFAULT_POLICY_TIMEOUT_S,
+    staleness: Staleness | None = None,
+    gate: PolicyGate | None = None,
 ) -> list[EpisodeResult]:
     """A group of ``size`` rollouts that share their first ``branch_at`` steps: one episode is played
     to that step, forked (``CodeEnvironment.fork``), and each branch is played to its end with a
     fresh policy from ``policy_factory`` (stateless policies such as an LLM's see exactly the shared
     prefix). The prefix episode is recorded as the branches' parent; one result per branch (or the
-    prefix's own result, if it ended before ``branch_at``)."""
+    prefix's own result, if it ended before ``branch_at``). Every policy call, the prefix's and the
+    branches', passes ``gate``; ``staleness`` judges the prefix and each branch by their own answers
+    (a branch's record starts at the fork: the prefix's answers are its prompt, not its tokens)."""
     env = episodic(make_env())
     level: TraceLevel = trace if collector is not None else "off"
     driver = TrajectoryCollectingEnvironment(env, collector, trace=level)
     driver.group_id = f"g{group}"
-    prefix = _Play(env, driver, policy_timeout_s)
+    prefix = _Play(env, driver, policy_timeout_s, staleness, gate)
     prefix_policy = None
 
     def prefix_done() -> bool:
@@ -275,7 +284,8 @@ async def run_branched_group(
     try:
         timestep = await driver.reset(seed=seed, task=task)
         prefix_policy = _policy(policy_factory, env)
-        timestep = await prefix.until(timestep, prefix_policy, stop=prefix_done)
+        with _attached(gate, env):
+            timestep = await prefix.until(timestep, prefix_policy, stop=prefix_done)
         if timestep.last():
             result = prefix.result(index=first_index, task=task, group=group)
             await driver.close()
@@ -295,31 +305,32 @@ async def run_branched_group(
     await driver.close()
 
     plays = (
-        _play_branch(b, policy_factory, index=first_index + i, branch=i, task=task, group=group,
-                     policy_timeout_s=policy_timeout_s)
+        _play_branch(b, policy_factory, prefix, index=first_index + i, branch=i, task=task, group=group)
         for i, b in enumerate(branches)
-    )  # fmt: skip
+    )
     return list(await asyncio.gather(*plays))
 
 
 async def _play_branch(
     env: TrajectoryCollectingEnvironment,
     policy_factory: PolicyFactory,
+    prefix: _Play,
     *,
     index: int,
     branch: int,
     task: Any,
     group: int,
-    policy_timeout_s: float | None,
 ) -> EpisodeResult:
-    """Play a fork from the step it was forked at to its end, with a fresh policy; then close it."""
+    """Play a fork from the step it was forked at to its end, with a fresh policy and the prefix's
+    timeout, gate and staleness bound; then close it."""
     with tracing.span("episode", cat="episode", track=f"episode {index}", index=index, branch=branch) as span:
-        play = _Play(env, env, policy_timeout_s)
+        play = _Play(env, env, prefix.timeout_s, prefix.staleness, prefix.gate)
 
         async def here() -> Any:  # a branch starts where the fork left it
             return transition(env.observation)
 
-        await play.play(here, policy_factory)
+        with _attached(prefix.gate, env.unwrapped):
+            await play.play(here, policy_factory)
         result = play.result(index=index, task=task, group=group)
         span.set("status", str(result.status))
         span.set("reward", result.reward)
@@ -500,6 +511,7 @@ async def _run_branched(plan: _Plan, branch_at: int) -> list[EpisodeResult]:
                     plan.make_env, plan.policy_factory, group=group, size=size, branch_at=branch_at,
                     first_index=group * k, task=group % count, seed=plan.seed + group * k,
                     collector=plan.collector, trace=plan.trace, policy_timeout_s=plan.policy_timeout_s,
+                    staleness=plan.staleness, gate=plan.gate,
                 )  # fmt: skip
         results.extend(plan.keep(result) for result in done)
 

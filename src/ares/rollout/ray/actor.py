@@ -118,6 +118,7 @@ class EpisodeActor:
 
     async def _play_group(self, work: Work, config: RunConfig) -> Played:
         buffer = BufferCollector()
+        run = self._controls[work.run_id]
         with tracing.span(
             "group", cat="episode", track=f"group {work.group}", group=work.group,
             flows_in=(work.dispatch_flow,), flows_out=(work.result_flow,),
@@ -126,7 +127,7 @@ class EpisodeActor:
                 self._make_env, config.policy_factory, group=work.group or 0, size=work.size,
                 branch_at=config.branch_at or 0, first_index=work.index, task=work.task, seed=work.seed,
                 collector=buffer if config.record else None, trace=config.trace,
-                policy_timeout_s=config.policy_timeout_s,
+                policy_timeout_s=config.policy_timeout_s, staleness=run.staleness, gate=run.gate,
             )  # fmt: skip
         return Played(tuple(results), tuple(buffer.take()), self._name)
 
