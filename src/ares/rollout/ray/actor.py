@@ -20,10 +20,11 @@ from ares.core.closing import AsyncClosable
 from ares.core.environment import Environment
 from ares.core.episodic import EpisodicEnvironment, episodic
 from ares.records.collecting import TrajectoryCollectingEnvironment
+from ares.rollout.branched import run_branched_group
+from ares.rollout.episode_play import run_episode
 from ares.rollout.ray.buffer import BufferCollector
 from ares.rollout.ray.control import Control, RunControl
 from ares.rollout.ray.work import Played, RunConfig, Work
-from ares.rollout.runner import run_branched_group, run_episode
 
 
 @dataclass(slots=True)

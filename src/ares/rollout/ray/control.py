@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ares.errors import AresError
 from ares.rollout.pause import PolicyGate
 from ares.rollout.staleness import Staleness
 
@@ -35,7 +36,7 @@ class Control:
     version_error: str | None = None
 
 
-class VersionSourceError(RuntimeError):
+class VersionSourceError(AresError):
     """The trainer's version source (``Staleness.current``, called on the driver) raised."""
 
 
