@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 import ares
+import host_kills
 from ares.agents.base import ActionFormat
 from ares.core.status import EpisodeStatus
 from ares.llm.types import LLMRequest, LLMResponse
@@ -27,6 +28,7 @@ from ares.records.collectors import JsonDirCollector
 from ares.records.loader import load_episodes
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.tasks.model import Task
+from host_kills import KillsFirst
 from oracle_openai import oracle_script
 from oracle_openai_process import ServerProcess
 
@@ -36,6 +38,7 @@ cloudpickle = pytest.importorskip("ray.cloudpickle")
 from ares.rollout.ray import RayRunner  # noqa: E402
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # Ray workers cannot import this module
+cloudpickle.register_pickle_by_value(host_kills)
 
 pytestmark = pytest.mark.usefixtures("ray_instance")  # tests/rollout/conftest.py
 
@@ -137,6 +140,32 @@ async def test_an_actor_killed_mid_run_loses_only_its_episodes_and_refills_play_
     assert refilled[1].refills == 1  # played again, on an actor that was alive
     assert {r.refills for r in refilled} <= {0, 1}
     assert len(await fleet.stats()) == 2
+
+
+# ----------------------------------------------------------------------------- a sandbox killed by the host
+
+
+async def test_a_sandbox_the_host_kills_on_an_actor_is_masked_and_refilled(tmp_path: Path) -> None:
+    """The actor's first sandbox has its pid 1 SIGKILLed by the host mid-episode (root here: the
+    actor's cgroups tell that from the agent's doing); its episode is masked infra and played again."""
+    make_env = functools.partial(ares.make, "humaneval", tasks="0:1", sandbox_factory=KillsFirst(1))
+    runner = RayRunner(make_env, actors=1, actor_options={"num_cpus": 0})
+    collector = JsonDirCollector(tmp_path / "records")
+    try:
+        results = await runner.run(ORACLE, episodes=2, concurrency=1, refills=1, collector=collector)
+    finally:
+        collector.close()
+        await runner.close()
+    check_records(tmp_path / "records", results)
+    assert [(r.status, r.reward, r.blame, r.refills) for r in results] == [
+        (EpisodeStatus.FINISHED, 1.0, None, 1),
+        (EpisodeStatus.FINISHED, 1.0, None, 0),
+    ]
+    everything = load_episodes(tmp_path / "records", keep_superseded=True)
+    (killed,) = [e for e in everything if e.status == "errored"]
+    assert killed.metadata["episode_index"] == 0 and killed.error is not None
+    assert killed.error.type == "SandboxKilledError"
+    assert (killed.metadata["episode"]["blame"], killed.metadata["episode"]["masked"]) == ("infra", True)
 
 
 # ----------------------------------------------------------------------------- a killed policy server

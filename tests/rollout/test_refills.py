@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import select
-import signal
 from pathlib import Path
-from typing import Any
 
 from ares.errors import PolicyError, SandboxUnavailableError
 from ares.policies import make_policy
@@ -18,8 +14,9 @@ from ares.records.collectors import JsonDirCollector
 from ares.records.exports.turns import episode_fact
 from ares.records.loader import load_episodes
 from ares.rollout import PolicyGate, RaySettings, RunSpec, Staleness
-from ares.sandbox.base import ExecResult, SandboxSpec
+from ares.sandbox.base import SandboxSpec
 from ares.sandbox.local import LocalSandbox
+from host_kills import KillsFirst
 from oracle_openai import oracle_script
 from oracle_openai_process import ServerProcess
 from refill_checks import check_whole_refilled_groups
@@ -60,38 +57,12 @@ def test_infra_failures_are_refilled_and_groups_stay_whole(tmp_path: Path) -> No
     ]
 
 
-class _KilledByHost(LocalSandbox):
-    """A real local sandbox whose pid 1 the host SIGKILLs (as an operator or the host's OOM killer
-    would) when the agent's first command, the oracle's solve, is about to run."""
-
-    async def exec(self, cmd: str, **kwargs: Any) -> ExecResult:
-        if "/solution/solve.sh" in cmd:
-            pidfd = os.pidfd_open(self._pids[0])
-            try:
-                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-                await asyncio.to_thread(select.select, [pidfd], [], [], 30.0)  # readable once it is dead
-            finally:
-                os.close(pidfd)
-        return await super().exec(cmd, **kwargs)
-
-
-class _KillsFirst:
-    """The first ``kills`` sandboxes it makes are killed by the host mid-episode; later ones live."""
-
-    def __init__(self, kills: int) -> None:
-        self.kills, self.made = kills, 0
-
-    def __call__(self, spec: SandboxSpec) -> LocalSandbox:
-        self.made += 1
-        return _KilledByHost(spec) if self.made <= self.kills else LocalSandbox(spec)
-
-
 def test_sandboxes_the_host_kills_mid_episode_are_masked_and_refilled(tmp_path: Path) -> None:
     """Root here: cgroups count memory and processes, so a kill from outside is told from the
     agent's own doing (tests/envs/test_blame.py has the unprivileged side)."""
     spec = RunSpec.load("humaneval", tasks="0:2", group_size=2, concurrency=1, refills=2)
     collector = JsonDirCollector(tmp_path)
-    played = spec.play(make_policy("oracle"), sandbox_factory=_KillsFirst(2), collector=collector)
+    played = spec.play(make_policy("oracle"), sandbox_factory=KillsFirst(2), collector=collector)
     results = asyncio.run(played)
     collector.close()
     check_whole_refilled_groups(results, tmp_path)
