@@ -11,6 +11,7 @@ from docker_engine_kit import Engine
 
 from ares.errors import SandboxCrashedError, SandboxError
 from ares.sandbox import SandboxSpec
+from ares.sandbox.base import SeccompPolicy
 from ares.sandbox.docker import DockerConfig, DockerSandbox, DockerSandboxFactory
 
 
@@ -110,6 +111,22 @@ async def test_network_is_off_unless_the_spec_asks(factory: DockerSandboxFactory
         assert (await off.exec("cat /proc/net/route")).stdout.strip().count("\n") == 0
     async with factory(SandboxSpec(network=True)) as on:
         assert set((await on.exec(interfaces)).stdout.split()) - {"lo"}
+
+
+async def test_a_generated_profile_lets_commands_set_only_their_own_limits(
+    factory: DockerSandboxFactory,
+) -> None:
+    """A task that relaxes the filter gets ARES's generated profile, whose ``prlimit64`` rule is the
+    local backend's: reading any process's limits and setting one's own work, lowering pid 1's
+    (root in the container could have the kernel kill it) fails with EPERM."""
+    spec = SandboxSpec(seccomp=SeccompPolicy(allow=("perf_event_open",)))
+    async with factory(spec) as sandbox:
+        own = await sandbox.exec(
+            "ulimit -c 0 && ulimit -n 256 && ulimit -c && prlimit --pid 1 --core --noheadings"
+        )
+        assert own.exit_code == 0 and own.stdout.split()[0] == "0", own.stderr
+        lowered = await sandbox.exec("prlimit --pid 1 --core=0:0")
+        assert lowered.exit_code != 0 and "Operation not permitted" in lowered.stderr
 
 
 async def test_exec_before_start_and_after_stop_raise(factory: DockerSandboxFactory) -> None:

@@ -56,6 +56,8 @@ class DockerEngine:
         self._lock = threading.Lock()
         #: None until a storage limit was tried; then whether the engine accepted it.
         self.storage_supported: bool | None = None
+        #: Whether the engine takes a generated seccomp profile as a path only (``seccomp_files``).
+        self.seccomp_as_file = False
 
     @property
     def base_url(self) -> str:
