@@ -28,12 +28,12 @@ class KilledByHost(LocalSandbox):
         return await super().exec(cmd, **kwargs)
 
 
-class KillsFirst:
-    """The first ``kills`` sandboxes it makes are killed by the host mid-episode; later ones live."""
+class FaultyFirst:
+    """The first ``count`` sandboxes it makes are ``faulty`` ones; every later one is a real sandbox."""
 
-    def __init__(self, kills: int) -> None:
-        self.kills, self.made = kills, 0
+    def __init__(self, count: int, faulty: type[LocalSandbox] = KilledByHost) -> None:
+        self.count, self.faulty, self.made = count, faulty, 0
 
     def __call__(self, spec: SandboxSpec) -> LocalSandbox:
         self.made += 1
-        return KilledByHost(spec) if self.made <= self.kills else LocalSandbox(spec)
+        return self.faulty(spec) if self.made <= self.count else LocalSandbox(spec)

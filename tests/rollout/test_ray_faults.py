@@ -28,7 +28,7 @@ from ares.records.collectors import JsonDirCollector
 from ares.records.loader import load_episodes
 from ares.rollout.results import EpisodeResult, RunSummary
 from ares.tasks.model import Task
-from host_kills import KillsFirst
+from host_kills import FaultyFirst
 from oracle_openai import oracle_script
 from oracle_openai_process import ServerProcess
 
@@ -148,7 +148,7 @@ async def test_an_actor_killed_mid_run_loses_only_its_episodes_and_refills_play_
 async def test_a_sandbox_the_host_kills_on_an_actor_is_masked_and_refilled(tmp_path: Path) -> None:
     """The actor's first sandbox has its pid 1 SIGKILLed by the host mid-episode (root here: the
     actor's cgroups tell that from the agent's doing); its episode is masked infra and played again."""
-    make_env = functools.partial(ares.make, "humaneval", tasks="0:1", sandbox_factory=KillsFirst(1))
+    make_env = functools.partial(ares.make, "humaneval", tasks="0:1", sandbox_factory=FaultyFirst(1))
     runner = RayRunner(make_env, actors=1, actor_options={"num_cpus": 0})
     collector = JsonDirCollector(tmp_path / "records")
     try:

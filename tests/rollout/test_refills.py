@@ -16,7 +16,7 @@ from ares.records.loader import load_episodes
 from ares.rollout import PolicyGate, RaySettings, RunSpec, Staleness
 from ares.sandbox.base import SandboxSpec
 from ares.sandbox.local import LocalSandbox
-from host_kills import KillsFirst
+from host_kills import FaultyFirst
 from oracle_openai import oracle_script
 from oracle_openai_process import ServerProcess
 from refill_checks import check_whole_refilled_groups
@@ -29,22 +29,11 @@ class _EngineDown(LocalSandbox):
         raise SandboxUnavailableError("injected: the sandbox engine did not answer")
 
 
-class _FlakyFactory:
-    """The first ``failures`` sandboxes it makes cannot start; every later one is a real sandbox."""
-
-    def __init__(self, failures: int) -> None:
-        self.failures, self.made = failures, 0
-
-    def __call__(self, spec: SandboxSpec) -> LocalSandbox:
-        self.made += 1
-        return _EngineDown(spec) if self.made <= self.failures else LocalSandbox(spec)
-
-
 def test_infra_failures_are_refilled_and_groups_stay_whole(tmp_path: Path) -> None:
     spec = RunSpec.load("humaneval", tasks="0:2", group_size=2, concurrency=1, refills=2)
     collector = JsonDirCollector(tmp_path)
     results = asyncio.run(
-        spec.play(make_policy("oracle"), sandbox_factory=_FlakyFactory(2), collector=collector)
+        spec.play(make_policy("oracle"), sandbox_factory=FaultyFirst(2, _EngineDown), collector=collector)
     )
     collector.close()
     check_whole_refilled_groups(results, tmp_path)
@@ -62,7 +51,7 @@ def test_sandboxes_the_host_kills_mid_episode_are_masked_and_refilled(tmp_path: 
     agent's own doing (tests/envs/test_blame.py has the unprivileged side)."""
     spec = RunSpec.load("humaneval", tasks="0:2", group_size=2, concurrency=1, refills=2)
     collector = JsonDirCollector(tmp_path)
-    played = spec.play(make_policy("oracle"), sandbox_factory=KillsFirst(2), collector=collector)
+    played = spec.play(make_policy("oracle"), sandbox_factory=FaultyFirst(2), collector=collector)
     results = asyncio.run(played)
     collector.close()
     check_whole_refilled_groups(results, tmp_path)
@@ -133,7 +122,7 @@ async def test_a_policy_server_killed_mid_episode_is_masked_and_refilled_once_ba
 
 def test_refills_are_bounded_and_the_last_failure_is_kept_masked() -> None:
     spec = RunSpec.load("humaneval", tasks="0", concurrency=1, refills=1)
-    (result,) = asyncio.run(spec.play(make_policy("oracle"), sandbox_factory=_FlakyFactory(5)))
+    (result,) = asyncio.run(spec.play(make_policy("oracle"), sandbox_factory=FaultyFirst(5, _EngineDown)))
     assert (result.status.value, result.blame, result.masked, result.refills) == ("errored", "infra", True, 1)
 
 

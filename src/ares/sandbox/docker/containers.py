@@ -42,9 +42,7 @@ def create_container(
     """
     storage = spec.resources.storage_mb is not None and engine.storage_supported is not False
     try:
-        container = _create_any_profile(
-            client, engine, spec, image, storage=storage, init=(shell, pid1), binds=binds
-        )
+        container = _create(client, engine, spec, image, storage=storage, init=(shell, pid1), binds=binds)
     except docker.errors.APIError as exc:
         if not (storage and is_storage_refusal(exc)):
             raise _refused(spec, exc, storage=storage) from exc
@@ -59,35 +57,13 @@ def create_container(
             api_message(exc),
         )
         try:
-            container = _create_any_profile(
-                client, engine, spec, image, storage=False, init=(shell, pid1), binds=binds
-            )
+            container = _create(client, engine, spec, image, storage=False, init=(shell, pid1), binds=binds)
         except docker.errors.APIError as again:
             raise _refused(spec, again, storage=False) from again
     if storage and engine.storage_supported is None:
         engine.storage_supported = True
     janitor.track_container(container, engine.connector())
     return container
-
-
-def _create_any_profile(
-    client: docker.DockerClient,
-    engine: DockerEngine,
-    spec: SandboxSpec,
-    image: str,
-    *,
-    storage: bool,
-    init: tuple[Sequence[str], str],
-    binds: Sequence[BindMount],
-) -> str:
-    """``_create``, again with the seccomp profile as a file if the engine takes only paths (podman)."""
-    try:
-        return _create(client, engine, spec, image, storage=storage, init=init, binds=binds)
-    except docker.errors.APIError as exc:
-        if engine.seccomp_as_file or not seccomp_files.refused_inline(exc):
-            raise
-        engine.seccomp_as_file = True
-    return _create(client, engine, spec, image, storage=storage, init=init, binds=binds)
 
 
 def _create(
@@ -103,24 +79,28 @@ def _create(
     api = client.api
     network = engine.config.network_mode if spec.network else "none"
     limits = container_limits(spec.resources, storage=storage)
-    security = seccomp.docker_security_opt(spec.seccomp)
-    if engine.seccomp_as_file:
-        security = seccomp_files.as_files(security)
     mounts = [f"{b.source}:{b.target}:{'ro' if b.read_only else 'rw'}" for b in binds]
-    host_config = api.create_host_config(
-        network_mode=network, security_opt=security, binds=mounts or None, **limits
-    )
-    try:
-        created = api.create_container(
-            image, command=[init[1]], entrypoint=list(init[0]), working_dir=spec.workdir,
-            environment=dict(spec.env), hostname=spec.hostname, labels=janitor.owner_labels(),
-            host_config=host_config, name=f"ares-{secrets.token_hex(6)}", detach=True,
-        )  # fmt: skip
-    except docker.errors.APIError:
-        raise
-    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-        raise SandboxUnavailableError(f"cannot create the sandbox container: {exc}") from exc
-    return str(created["Id"])
+    while True:  # twice at most: an engine that takes a generated profile only as a file (podman)
+        security = seccomp.docker_security_opt(spec.seccomp)
+        if engine.seccomp_as_file:
+            security = seccomp_files.as_files(security)
+        host_config = api.create_host_config(
+            network_mode=network, security_opt=security, binds=mounts or None, **limits
+        )
+        try:
+            created = api.create_container(
+                image, command=[init[1]], entrypoint=list(init[0]), working_dir=spec.workdir,
+                environment=dict(spec.env), hostname=spec.hostname, labels=janitor.owner_labels(),
+                host_config=host_config, name=f"ares-{secrets.token_hex(6)}", detach=True,
+            )  # fmt: skip
+        except docker.errors.APIError as exc:
+            if engine.seccomp_as_file or not seccomp_files.refused_inline(exc):
+                raise
+            engine.seccomp_as_file = True
+            continue
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise SandboxUnavailableError(f"cannot create the sandbox container: {exc}") from exc
+        return str(created["Id"])
 
 
 def _refused(spec: SandboxSpec, exc: docker.errors.APIError, *, storage: bool) -> SandboxError:
