@@ -14,14 +14,14 @@ import ares
 from ares.agents.bash import BashActionFormat
 from ares.core.status import EpisodeStatus
 from ares.envs.code_env import CodeEnvironment
-from ares.errors import EnvironmentStateError, SandboxError
+from ares.errors import EnvironmentStateError, PolicyTimeoutError, SandboxError
 from ares.llm.types import LLMRequest, LLMResponse
 from ares.policies import make_policy
 from ares.records.collecting import TrajectoryCollectingEnvironment
 from ares.records.collectors import JsonDirCollector
 from ares.records.loader import load_episodes
 from ares.rollout.results import EpisodeResult, RunSummary
-from ares.rollout.runner import PolicyTimeoutError, run_episode, run_episodes
+from ares.rollout.runner import run_episode, run_episodes
 from ares.sandbox.local import LocalSandbox
 from ares.tasks.model import Task
 
