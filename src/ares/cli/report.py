@@ -74,7 +74,12 @@ def _groups_line(summary: RunSummary) -> str:
     size = str(sizes[0]) if len(sizes) == 1 else "/".join(map(str, sizes))
     with_errors = sum(1 for g in groups if g.errored)
     text = f"{len(groups)} of {size}"
-    return f"{text}, {with_errors} with errored episodes" if with_errors else text
+    if with_errors:
+        text += f", {with_errors} with errored episodes"
+    if summary.uninformative:  # no group-relative advantage to learn from (``group_agreement``)
+        flat = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in sorted(summary.uninformative.items()))
+        text += f"; without signal: {flat}"
+    return text
 
 
 def _print_groups(console: Console, summary: RunSummary) -> None:

@@ -1,6 +1,8 @@
 """Rollouts: a runs spec (``RunSpec``), many episodes run concurrently and summarized; many
 environments stepped ready-first."""
 
+from ares.rollout.curriculum import Curriculum
+from ares.rollout.dynamic import Batch, GroupFilter, informative_batch
 from ares.rollout.env_pool import (
     EnvPool,
     EnvState,
@@ -18,9 +20,12 @@ from ares.rollout.staleness import Staleness
 from ares.rollout.stream import stream_groups
 
 __all__ = [
+    "Batch",
+    "Curriculum",
     "EnvPool",
     "EnvState",
     "EpisodeResult",
+    "GroupFilter",
     "PolicyGate",
     "PoolCloseError",
     "PoolClosedError",
@@ -31,6 +36,7 @@ __all__ = [
     "RunSpec",
     "RunSummary",
     "Staleness",
+    "informative_batch",
     "run_episode",
     "run_episodes",
     "stream_groups",

@@ -137,7 +137,7 @@ async def run_branched(plan: RunPlan, branch_at: int) -> list[EpisodeResult]:
             with tracing.span("group", cat="episode", track=f"group {group}", group=group):
                 done = await run_branched_group(
                     plan.make_env, plan.policy_factory, group=group, size=size, branch_at=branch_at,
-                    first_index=group * k, task=group % count, seed=plan.seed + group * k,
+                    first_index=group * k, task=plan.task_of(group, count), seed=plan.seed + group * k,
                     collector=plan.collector, trace=plan.trace, policy_timeout_s=plan.policy_timeout_s,
                     staleness=plan.staleness, gate=plan.gate,
                 )  # fmt: skip

@@ -219,6 +219,7 @@ class EpisodePlay:
             cost_usd=self.tokens.cost,
             outcome=None if episode is None else episode.outcome,
             blame=blame_of(episode, status, error),
+            policy_version=self.oldest_version,
         )
 
 

@@ -48,6 +48,8 @@ class EpisodeResult:
     blame: Blame | None = None
     #: How many times the runner played this episode again after an infrastructure failure.
     refills: int = 0
+    #: The oldest policy version among its answers (what the staleness bound reads); None unversioned.
+    policy_version: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -87,6 +89,7 @@ class EpisodeResult:
             "blame": self.blame,
             "masked": self.masked,
             "refills": self.refills,
+            "policy_version": self.policy_version,
         }
 
     @classmethod
@@ -95,6 +98,7 @@ class EpisodeResult:
         own = {
             "index", "task_id", "status", "reward", "steps", "passed", "runner_duration_s", "group",
             "step_latencies_s", "policy_latencies_s", "outcome", "blame", "masked", "refills",
+            "policy_version",
         }  # fmt: skip
         return cls(
             index=int(data["index"]),
@@ -115,6 +119,7 @@ class EpisodeResult:
             outcome=data.get("outcome"),
             blame=data.get("blame"),
             refills=int(data.get("refills", 0)),
+            policy_version=data.get("policy_version"),
         )
 
 
@@ -167,6 +172,8 @@ class RunSummary:
     masked: int = 0
     #: Episodes played again after an infrastructure failure (``run_episodes(refills=...)``).
     refills: int = 0
+    #: Groups that carry no signal for group-relative advantages, by why (``group_agreement``).
+    uninformative: dict[str, int] = field(default_factory=dict)
 
     @property
     def scored(self) -> int:
@@ -199,7 +206,31 @@ class RunSummary:
             blames=dict(Counter(r.blame for r in results if r.blame is not None)),
             masked=sum(r.masked for r in results),
             refills=sum(r.refills for r in results),
+            uninformative=dict(Counter(filter(None, map(group_agreement, _groups(results).values())))),
         )
+
+
+def group_agreement(group: Sequence[EpisodeResult]) -> str | None:
+    """Why a group of rollouts of one task gives group-relative advantages (GRPO) nothing to learn
+    from, or None when it does: ``all_passed`` / ``all_failed`` when every member a trainer keeps
+    (unmasked) has the same outcome, ``too_few`` when fewer than two are kept. The outcome is the
+    verifier's pass/fail, never the shaped reward: a group of failures that differ only by their
+    penalties would pass a reward filter and train the policy on noise."""
+    kept = [r for r in group if not r.masked]
+    if len(kept) < 2:
+        return "too_few"
+    passes = sum(r.passed for r in kept)
+    if passes == len(kept):
+        return "all_passed"
+    return "all_failed" if passes == 0 else None
+
+
+def _groups(results: Sequence[EpisodeResult]) -> dict[int, list[EpisodeResult]]:
+    members: dict[int, list[EpisodeResult]] = {}
+    for result in results:
+        if result.group is not None:
+            members.setdefault(result.group, []).append(result)
+    return members
 
 
 def _total(values: Any) -> Any:
@@ -222,12 +253,8 @@ def _error_groups(errored: Sequence[EpisodeResult]) -> tuple[ErrorGroup, ...]:
 
 
 def _group_stats(results: Sequence[EpisodeResult]) -> tuple[GroupStats, ...]:
-    members: dict[int, list[EpisodeResult]] = {}
-    for result in results:
-        if result.group is not None:
-            members.setdefault(result.group, []).append(result)
     stats = []
-    for group, rs in sorted(members.items()):
+    for group, rs in sorted(_groups(results).items()):
         scored = [r for r in rs if not r.errored]
         stats.append(
             GroupStats(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +24,7 @@ from ares.records.collectors import TrajectoryCollector
 from ares.rollout.branched import run_branched, run_branched_group
 from ares.rollout.episode_play import DEFAULT_POLICY_TIMEOUT_S, run_episode
 from ares.rollout.pause import PolicyGate
-from ares.rollout.plan import RunPlan
+from ares.rollout.plan import RunPlan, check_group_tasks
 from ares.rollout.results import EpisodeResult
 from ares.rollout.staleness import Staleness
 
@@ -51,6 +51,7 @@ async def run_episodes(
     before_episode: Callable[[int], Awaitable[None]] | None = None,
     staleness: Staleness | None = None,
     gate: PolicyGate | None = None,
+    group_tasks: Sequence[int] | None = None,
 ) -> list[EpisodeResult]:
     """Run ``episodes`` episodes with at most ``concurrency`` at once; results in episode order.
 
@@ -72,7 +73,9 @@ async def run_episodes(
     (``ares.rollout.stream``). ``staleness`` bounds how old an episode's tokens may get (see
     ``run_episode``); a stale episode is blamed ``infra`` and so refilled with ``refills``. Every
     policy call passes ``gate``: ``gate.pause()`` holds the run at its step boundaries while a
-    trainer updates weights, ``gate.resume()`` goes on (``ares.rollout.pause``).
+    trainer updates weights, ``gate.resume()`` goes on (``ares.rollout.pause``). ``group_tasks``
+    gives each group's task index instead of the round robin (one per group: a curriculum's draw,
+    ``ares.rollout.curriculum``).
     """
     if refills < 0:
         raise ValueError(f"refills must be >= 0, got {refills}")
@@ -83,6 +86,7 @@ async def run_episodes(
         keep=_keeper(on_result, keep_records), collector=collector, trace=trace, skip=frozenset(skip),
         group_size=group_size, policy_timeout_s=policy_timeout_s, num_tasks=num_tasks, refills=refills,
         before_episode=before_episode, staleness=staleness, gate=gate,
+        group_tasks=None if group_tasks is None else check_group_tasks(group_tasks, episodes, group_size),
     )  # fmt: skip
     if branch_at is not None:
         return await run_branched(plan, branch_at)
@@ -116,8 +120,8 @@ async def _run_flat(plan: RunPlan) -> list[EpisodeResult]:
                     driver.group_id = None if k == 1 else f"g{group}"
                     driver.episode_index = index
                     result = await run_episode(
-                        env, plan.policy_factory, index=index, task=group % count, seed=plan.seed + index,
-                        driver=driver, group=None if k == 1 else group,
+                        env, plan.policy_factory, index=index, task=plan.task_of(group, count),
+                        seed=plan.seed + index, driver=driver, group=None if k == 1 else group,
                         policy_timeout_s=plan.policy_timeout_s, staleness=plan.staleness, gate=plan.gate,
                     )  # fmt: skip
                     if env.closed:  # a failure closed it; keep going with a fresh one

@@ -27,6 +27,8 @@ from ares.policies.base import PolicyFactory
 from ares.presets import load_tasks, make
 from ares.records.collecting import TraceLevel
 from ares.records.collectors import TrajectoryCollector
+from ares.rollout.curriculum import Curriculum
+from ares.rollout.dynamic import Batch, GroupFilter, informative_batch
 from ares.rollout.pause import PolicyGate
 from ares.rollout.results import EpisodeResult
 from ares.rollout.runner import DEFAULT_POLICY_TIMEOUT_S, run_episodes
@@ -73,6 +75,9 @@ class RunSpec:
     staleness: Staleness | None = None
     #: What every policy call passes: a trainer pauses it to update weights (``ares.rollout.pause``).
     gate: PolicyGate | None = None
+    #: Which task each group plays, and the pass rates its episodes feed (``ares.rollout.curriculum``);
+    #: None: group g plays task g % len(tasks).
+    curriculum: Curriculum | None = None
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -150,12 +155,15 @@ class RunSpec:
         """Play the run (``run_episodes``, or ``run_episodes_ray`` with ``ray``); results in order."""
         shared: dict[str, Any] = {
             "episodes": self.total_episodes, "concurrency": self.concurrency, "seed": self.seed,
-            "on_result": on_result, "collector": collector, "trace": self.trace, "skip": skip,
-            "group_size": self.group_size, "policy_timeout_s": self.policy_timeout_s,
+            "on_result": self._observed(on_result), "collector": collector, "trace": self.trace,
+            "skip": skip, "group_size": self.group_size, "policy_timeout_s": self.policy_timeout_s,
             "num_tasks": len(self.tasks), "keep_records": keep_records, "refills": self.refills,
-            "staleness": self.staleness, "gate": self.gate,
+            "staleness": self.staleness, "gate": self.gate, "group_tasks": self.group_tasks(),
         }  # fmt: skip
-        if self.ray is None:
+        try:
+            if self.ray is not None:
+                runner = self._ray_runner(on_trace_events=on_trace_events)
+                return await runner(self.env_factory(), policy_factory, **shared)
             owned = sandbox_factory is None  # made here for this run: closed here too
             factory = make_sandbox_factory(self.sandbox) if sandbox_factory is None else sandbox_factory
             try:
@@ -163,9 +171,34 @@ class RunSpec:
             finally:
                 if owned and isinstance(factory, Closable):
                     await asyncio.to_thread(factory.close)  # a client's close may block
-        return await self._ray_runner(on_trace_events=on_trace_events)(
-            self.env_factory(), policy_factory, **shared
-        )
+        finally:
+            await self._save_curriculum()
+
+    def group_tasks(self) -> list[int] | None:
+        """Each group's task index as the curriculum draws them (None without one: round robin)."""
+        if self.curriculum is None:
+            return None
+        groups = -(-self.total_episodes // self.group_size)
+        return self.curriculum.draw([task.id for task in self.tasks], groups, self.seed)
+
+    def _observed(
+        self, on_result: Callable[[EpisodeResult], None] | None
+    ) -> Callable[[EpisodeResult], None] | None:
+        """``on_result``, after each result is counted in the curriculum's pass rates."""
+        curriculum = self.curriculum
+        if curriculum is None:
+            return on_result
+
+        def observe(result: EpisodeResult) -> None:
+            curriculum.observe(result)
+            if on_result is not None:
+                on_result(result)
+
+        return observe
+
+    async def _save_curriculum(self) -> None:
+        if self.curriculum is not None and self.curriculum.path is not None:
+            await asyncio.shield(asyncio.to_thread(self.curriculum.save))
 
     def _ray_runner(self, **options: Any) -> Runner:
         """``run_episodes_ray`` with this spec's Ray settings (and ``options``)."""
@@ -195,9 +228,10 @@ class RunSpec:
             groups = stream_groups(
                 self.env_factory(factory), policy_factory, episodes=self.total_episodes,
                 group_size=self.group_size, buffer=buffer, runner=runner, concurrency=self.concurrency,
-                seed=self.seed, on_result=on_result, collector=collector, trace=self.trace,
+                seed=self.seed, on_result=self._observed(on_result), collector=collector, trace=self.trace,
                 policy_timeout_s=self.policy_timeout_s, num_tasks=len(self.tasks), keep_records=keep_records,
                 refills=self.refills, staleness=self.staleness, gate=self.gate,
+                group_tasks=self.group_tasks(),
             )  # fmt: skip
             async with contextlib.aclosing(groups):  # leaving early stops the run before the factory closes
                 async for group in groups:
@@ -205,3 +239,24 @@ class RunSpec:
         finally:
             if owned and isinstance(factory, Closable):
                 await asyncio.to_thread(factory.close)
+            await self._save_curriculum()
+
+    async def batch(
+        self,
+        policy_factory: PolicyFactory,
+        groups: int,
+        *,
+        keep: GroupFilter | None = None,
+        buffer: int = 4,
+        sandbox_factory: SandboxFactory | None = None,
+        on_result: Callable[[EpisodeResult], None] | None = None,
+        collector: TrajectoryCollector | None = None,
+    ) -> Batch:
+        """Dynamic sampling (``ares.rollout.dynamic``): ``groups`` groups that carry signal, out of at
+        most this spec's episodes (its cap); the groups whose outcomes all agree are dropped and
+        counted. Once the batch is full the episodes still running are stopped."""
+        stream = self.stream(
+            policy_factory, buffer=buffer, sandbox_factory=sandbox_factory, on_result=on_result,
+            collector=collector,
+        )  # fmt: skip
+        return await informative_batch(stream, groups, keep)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,18 +28,30 @@ from ares.rollout.ray.work import Played, Work
 
 
 def plan(
-    episodes: int, skip: Collection[int], k: int, branch_at: int | None, tasks: int, seed: int, run_id: str
+    episodes: int,
+    skip: Collection[int],
+    k: int,
+    branch_at: int | None,
+    tasks: int,
+    seed: int,
+    run_id: str,
+    group_tasks: Sequence[int] | None = None,
 ) -> list[Work]:
-    """The run's units, numbered as ``run_episodes`` numbers episodes (same tasks, same seeds)."""
+    """The run's units, numbered as ``run_episodes`` numbers episodes (same tasks, same seeds): group
+    g plays ``group_tasks[g]`` when given, else task g % ``tasks``."""
     skipped = frozenset(skip)
+
+    def task_of(group: int) -> int:
+        return group % tasks if group_tasks is None else group_tasks[group]
+
     if branch_at is None:
         return [
-            Work(i, (i // k) % tasks, seed + i, None if k == 1 else i // k, run_id)
+            Work(i, task_of(i // k), seed + i, None if k == 1 else i // k, run_id)
             for i in range(episodes)
             if i not in skipped
         ]
     groups = [g for g in range((episodes + k - 1) // k) if g * k not in skipped]
-    return [Work(g * k, g % tasks, seed + g * k, g, run_id, size=min(k, episodes - g * k)) for g in groups]
+    return [Work(g * k, task_of(g), seed + g * k, g, run_id, size=min(k, episodes - g * k)) for g in groups]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ policy between calls); ``run_episodes_ray`` is one run on a fleet started for it
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
@@ -26,6 +26,7 @@ from ares.policies.base import PolicyFactory
 from ares.records.collecting import TraceLevel
 from ares.records.collectors import TrajectoryCollector
 from ares.rollout.pause import PolicyGate
+from ares.rollout.plan import check_group_tasks
 from ares.rollout.ray.delivery import Results
 from ares.rollout.ray.dispatch import Replays, dispatch, plan
 from ares.rollout.ray.fleet import Fleet, ray
@@ -106,6 +107,7 @@ class RayRunner:
         before_episode: Callable[[int], Awaitable[None]] | None = None,
         staleness: Staleness | None = None,
         gate: PolicyGate | None = None,
+        group_tasks: Sequence[int] | None = None,
     ) -> list[EpisodeResult]:
         """One run, with ``run_episodes``' arguments and results (in episode order).
 
@@ -116,7 +118,8 @@ class RayRunner:
         process, actors trace at the same level, flows link each dispatch to its episode and back,
         and at the end the actors' (and a shared policy server's) events go to ``on_trace_events``.
 
-        ``refills``, ``before_episode``, ``staleness`` and ``gate`` are ``run_episodes``': an
+        ``refills``, ``before_episode``, ``staleness``, ``gate`` and ``group_tasks`` are
+        ``run_episodes``': an
         episode blamed ``infra`` (its actor lost, once the ``retries`` are spent, included) is
         played again with the same index, task and seed; ``before_episode(index)`` is awaited here
         before an episode is first sent; ``staleness.current`` is read here and pushed to the
@@ -141,8 +144,17 @@ class RayRunner:
             control=initial_control(gate, staleness),
         )  # fmt: skip
         results = Results(collector, on_result, keep_records)
+        if group_tasks is not None:
+            group_tasks = check_group_tasks(group_tasks, episodes, group_size)
         work = plan(
-            episodes, skip, group_size, branch_at, num_tasks or fleet.info.num_tasks, seed, config.run_id
+            episodes,
+            skip,
+            group_size,
+            branch_at,
+            num_tasks or fleet.info.num_tasks,
+            seed,
+            config.run_id,
+            group_tasks,
         )
         slots = concurrency if branch_at is None else max(1, concurrency // group_size)
         with tracing.span("run", cat="run", track="driver", episodes=episodes, actors=len(fleet.live)):
