@@ -26,6 +26,7 @@ from rich.table import Table
 
 from ares import tracing
 from ares.cli.common import App, err_console, fail, plain_console, warn, warn_renamed_flags
+from ares.cli.curriculum_flags import with_curriculum
 from ares.cli.datasets import app as datasets_app
 from ares.cli.doctor import doctor
 from ares.cli.engine_check import check_engine
@@ -49,6 +50,7 @@ from ares.cli.run_options import (
     MaxTokensOption,
     ModelOption,
     OutOption,
+    PassRatesOption,
     PathOption,
     PolicyOption,
     PolicyTimeoutOption,
@@ -59,6 +61,7 @@ from ares.cli.run_options import (
     RegistryOption,
     ResumeOption,
     RetriesOption,
+    SamplerOption,
     SandboxOption,
     ScriptOption,
     SeedOption,
@@ -176,6 +179,8 @@ def run(
     ray_actors: RayActorsOption = None,
     retries: RetriesOption = 0,
     refills: RefillsOption = 0,
+    sampler: SamplerOption = None,
+    pass_rates: PassRatesOption = None,
     trace_file: TraceFileOption = None,
     span_level: SpanLevelOption = "basic",
     track: TrackOption = None,
@@ -203,6 +208,10 @@ def execute(config: RunConfig) -> None:
     policy_factory, spec, sandbox_factory = _load(config)
     total = spec.total_episodes
     out_dir = config.out_dir()
+    try:
+        spec = with_curriculum(spec, config.sampler, config.pass_rates or (), out_dir, resume=config.resume)
+    except (AresError, ValueError) as exc:
+        raise fail(str(exc)) from None
     (out_dir / "episodes").mkdir(parents=True, exist_ok=True)
     earlier = _finished_results(out_dir) if config.resume else {}
     collector = JsonDirCollector(out_dir / "trajectories")

@@ -69,6 +69,8 @@ class RunConfig:
     ray_actors: int | None = None
     retries: int = 0
     refills: int = 0
+    sampler: str | None = None
+    pass_rates: list[Path] | None = None
     trace_file: Path | None = None
     span_level: str = "basic"
     track: list[str] | None = None

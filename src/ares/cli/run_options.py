@@ -160,6 +160,22 @@ RefillsOption = Annotated[
         help="Play an episode the infrastructure failed (blame infra) again, up to N times.",
     ),
 ]
+SamplerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--sampler",
+        help="Choose each group's task by pass rate: uniform, in-order, informative (p(1-p)), pools, "
+        "skip-solved, with options after a colon (pools:easy=0.9,hard=0.1); the store: OUT/pass_rates.json.",
+    ),
+]
+PassRatesOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--pass-rates",
+        help="Seed the run's pass rates from an ares run dir, a tasks validate report or a pass_rates.json "
+        "(repeatable).",
+    ),
+]
 TraceFileOption = Annotated[
     Path | None,
     typer.Option(

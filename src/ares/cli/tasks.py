@@ -24,6 +24,7 @@ from rich.text import Text
 from ares.cli.audit import audit, audit_synth_set, print_audit_verdicts
 from ares.cli.common import App, fail, plain_console
 from ares.cli.engine_check import check_engine
+from ares.cli.pass_rates_report import load_pass_rates, print_pass_rates
 from ares.cli.policy_flags import PolicyFlags, unused_flags
 from ares.cli.progress import run_progress
 from ares.cli.run_config import RunConfig
@@ -48,9 +49,11 @@ from ares.core.closing import Closable
 from ares.errors import AresError
 from ares.factory.asking import PolicySpec
 from ares.images.progress import build_listener
+from ares.policies import make_policy
 from ares.presets import load_tasks, make
 from ares.sandbox.backends import make_sandbox_factory
 from ares.validation import REPORT_NAME, TaskValidation, ValidationReport, validate_tasks
+from ares.validation.difficulty import measure_policy
 
 app = App(help="Work with task sources: make, validate, audit and summarize them.", no_args_is_help=True)
 app.command()(audit)
@@ -89,10 +92,19 @@ def validate(
     out: ValidateOutOption = None,
     resume: ValidateResumeOption = False,
     strict: StrictOption = False,
+    policy: Annotated[
+        str | None,
+        typer.Option(
+            "--policy",
+            help="Also measure how hard each task is for this policy (e.g. local:PATH.gguf): --repeats "
+            "runs per task, their outcomes and pass rate in the report (what --pass-rates seeds from).",
+        ),
+    ] = None,
 ) -> None:
     """Check every task of a source: the oracle scores 1 (each of --repeats runs, all agreeing) and the
     null policy 0; a JSON report with each task's verdict (good, broken, flaky, errored), rewards,
-    statuses, errors and seconds, and a table of the bad tasks.
+    statuses, errors and seconds, and a table of the bad tasks. With --policy, each task's outcomes
+    under that policy too.
 
     Exits 0 when every task is good, 1 when some task is not, 2 on a mistake.
     """
@@ -132,6 +144,8 @@ def validate(
         )  # fmt: skip
         with progress, build_listener(progress.on_build), quiet_task_config():
             asyncio.run(play)
+        if policy is not None:
+            _measure(policy, make_env, task_ids, repeats, concurrency, report)
     except AresError as exc:
         raise fail(str(exc)) from None
     finally:
@@ -143,6 +157,23 @@ def validate(
     print_audit_verdicts(path, task_ids)
     if report.bad():
         raise typer.Exit(code=EXIT_BAD)
+
+
+def _measure(
+    policy: str, make_env: Any, task_ids: list[str], repeats: int, concurrency: int, report: ValidationReport
+) -> None:
+    """``--policy``: each task's outcomes under ``policy``, into the report (saved), and a line."""
+    flags = PolicyFlags(policy, flag="--policy")
+    policy_factory = make_policy(policy, **flags.options)
+    with quiet_task_config():
+        measured = asyncio.run(
+            measure_policy(make_env, task_ids, policy_factory, repeats=repeats, concurrency=concurrency)
+        )
+    report.record_policy(policy, measured)
+    report.save()
+    scored = [run for runs in measured.values() for run in runs if run is not None]
+    rate = f"{sum(scored) / len(scored):.1%}" if scored else "-"
+    console.print(f"{policy}: {sum(scored)} of {len(scored)} runs passed ({rate}) over {len(measured)} tasks")
 
 
 def _report(config: RunConfig, report_path: Path, repeats: int) -> ValidationReport:
@@ -185,13 +216,33 @@ def _print(report: ValidationReport, wall_time_s: float) -> None:
 
 @app.command()
 def stats(
-    path: Annotated[Path, typer.Argument(help="SWE-format instances: a file or a set's directory.")],
+    path: Annotated[
+        Path | None, typer.Argument(help="SWE-format instances: a file or a set's directory.")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    pass_rates: Annotated[
+        Path | None,
+        typer.Option(
+            "--pass-rates",
+            help="Each task's measured pass rate: an ares run dir (its pass_rates.json, else its "
+            "episodes), a pass_rates.json or a tasks validate report.",
+        ),
+    ] = None,
 ) -> None:
     """Summarize a SWE-format instance set: instances per project and per strategy, combinations, and
-    the spread of the difficulty signals (lines changed, FAIL_TO_PASS and PASS_TO_PASS sizes)."""
+    the spread of the difficulty signals (lines changed, FAIL_TO_PASS and PASS_TO_PASS sizes); with
+    --pass-rates, the pass rate of each task a run or a validation measured."""
     from ares.factory.stats import set_stats
 
+    if pass_rates is not None:
+        try:
+            print_pass_rates(console, load_pass_rates(pass_rates), as_json=as_json)
+        except AresError as exc:
+            raise fail(str(exc)) from None
+    if path is None:
+        if pass_rates is None:
+            raise fail("give a SWE-format set (PATH), --pass-rates SOURCE, or both")
+        return
     try:
         summary = set_stats(path)
     except AresError as exc:

@@ -58,6 +58,18 @@ class ValidationReport(TaskReport):
         self.tasks.pop(verdict.task_id, None)  # an errored task run again: its new verdict, last
         self.tasks[verdict.task_id] = verdict.to_dict()
 
+    def record_policy(self, policy: str, outcomes: dict[str, list[bool | None]]) -> None:
+        """Each judged task's outcomes under ``policy`` (``--policy SPEC``): ``policy_outcomes`` and
+        ``policy_pass_rate`` (None when no run could be scored), what a curriculum is seeded from."""
+        self.settings["policy"] = policy
+        for task_id, runs in outcomes.items():
+            item = self.tasks.get(task_id)
+            if item is None:
+                continue
+            scored = [run for run in runs if run is not None]
+            item["policy_outcomes"] = runs
+            item["policy_pass_rate"] = sum(scored) / len(scored) if scored else None
+
     def counts(self) -> dict[str, int]:
         found = Counter(item["verdict"] for item in self.tasks.values())
         return {"tasks": len(self.tasks), **{verdict: found[verdict] for verdict in VERDICTS}}
