@@ -27,7 +27,8 @@ def test_validate_measures_a_policy_and_a_run_samples_by_it(tmp_path: Path) -> N
     out = tmp_path / "run"
     done = ares(
         "run", "humaneval", "--tasks", "0:4", "-n", "8", "--group-size", "2",
-        "--sampler", "skip-solved:tau=0.5,n=2", "--pass-rates", str(tmp_path / "validate" / "validation.json"), "--out", str(out),
+        "--sampler", "skip-solved:tau=0.5,n=2",
+        "--pass-rates", str(tmp_path / "validate" / "validation.json"), "--out", str(out),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     plan = json.loads((out / "curriculum_plan.json").read_text())
