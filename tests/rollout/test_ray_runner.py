@@ -136,6 +136,19 @@ async def test_shared_prefix_groups_run_on_actors(tmp_path: Path, fleet: RayRunn
     assert records(tmp_path / "ray") == records(tmp_path / "local")
 
 
+async def test_group_tasks_pick_the_same_tasks_on_actors(tmp_path: Path, fleet: RayRunner) -> None:
+    """A curriculum's plan (``group_tasks``, drawn by the driver) plays the same groups on Ray, flat and
+    with shared prefixes."""
+    for branch_at in (None, 1):
+        options = {"episodes": 4, "group_size": 2, "group_tasks": [2, 0], "branch_at": branch_at}
+        local, remote = await both(tmp_path / str(branch_at), HUMANEVAL, fleet.run, **options)
+        assert (
+            [r.task_id for r in remote]
+            == [r.task_id for r in local]
+            == ["humaneval_2"] * 2 + ["humaneval_0"] * 2
+        )
+
+
 class Raising:
     async def act(self, observation: LLMRequest) -> LLMResponse:
         raise RuntimeError("the inference server fell over")
