@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import functools
 import json
 import math
 import statistics
@@ -36,27 +37,58 @@ from typing import Any
 import torch
 
 import ares
+from ares.curriculum import parse_sampler
 from ares.llm.local.default_model import default_model_path
 from ares.policies import PolicyFactory, make_policy
 from ares.policies.transformers_policy import GenerationSettings, TransformersPolicy
-from ares.rollout import PolicyGate
-from ares.training import TokenSequence, collect_rollouts, group_advantages
+from ares.rollout import Curriculum, PolicyGate, RunSummary
+from ares.training import TokenSequence, collect_informative, collect_rollouts, group_advantages
 from ares.training.gguf import load_gguf_as_float
 from ares.training.scoring import completion_logprobs
 
 PRESET = "humaneval-single"
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """Which groups a step plays: ``groups`` of the tasks (all of them, in order, by default), chosen
+    by ``curriculum`` (pass rates learned across steps) and, with ``max_groups``, dynamic sampling:
+    up to ``max_groups`` groups are played until ``groups`` carry signal (outcomes that disagree)."""
+
+    tasks: str
+    k: int
+    groups: int
+    curriculum: Curriculum | None = None
+    max_groups: int | None = None
+
+
 async def rollouts(
-    policy: PolicyFactory, tasks: str, k: int, seed: int, gate: PolicyGate | None = None
-) -> list[TokenSequence]:
-    """k episodes of each selected task, as sequences; episodes without a reward are left out."""
-    count = len(ares.make(PRESET, tasks=tasks).tasks)
-    batch = await collect_rollouts(
-        lambda: ares.make(PRESET, tasks=tasks), policy, episodes=count * k, group_size=k,
-        concurrency=count * k, seed=seed, gate=gate,
-    )  # fmt: skip
-    return batch.scored()
+    policy: PolicyFactory, sampling: Sampling, step: int, seed: int, gate: PolicyGate | None = None
+) -> tuple[list[TokenSequence], dict[str, Any]]:
+    """Step ``step``'s groups as sequences (episodes without a reward are left out), and how many of
+    the groups played carried no signal (all passed or all failed: zero advantage). Without a
+    curriculum the steps go round the tasks in order; with one, every outcome feeds its pass rates."""
+    task_list = ares.make(PRESET, tasks=sampling.tasks).tasks
+    played = sampling.max_groups or sampling.groups
+    if sampling.curriculum is not None:
+        plan = sampling.curriculum.draw([t.id for t in task_list], played, seed)
+    else:
+        plan = [(step * played + g) % len(task_list) for g in range(played)]
+    options: dict[str, Any] = {"group_size": sampling.k, "concurrency": played * sampling.k, "seed": seed}
+    options |= {"gate": gate, "group_tasks": plan, "num_tasks": len(task_list)}
+    if sampling.curriculum is not None:
+        options["on_result"] = sampling.curriculum.observe  # the dropped groups' outcomes count too
+    make_env = functools.partial(ares.make, PRESET, tasks=sampling.tasks)
+    if sampling.max_groups is not None:
+        batch, kept = await collect_informative(
+            make_env, policy, groups=sampling.groups, max_groups=played, **options
+        )
+        counts = {"groups_played": kept.seen, "groups_without_signal": sum(kept.dropped.values())}
+    else:
+        batch = await collect_rollouts(make_env, policy, episodes=played * sampling.k, **options)
+        summary = RunSummary.of(list(batch.results), 0.0)
+        counts = {"groups_played": played, "groups_without_signal": sum(summary.uninformative.values())}
+    return batch.scored(), counts
 
 
 def train_step(
@@ -162,6 +194,15 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument(
         "--train-layers", type=int, default=8, help="train only the last N decoder layers (0: every weight)"
     )
+    parser.add_argument("--groups", type=int, default=None, help="groups per step (default: one per task)")
+    parser.add_argument(
+        "--sampler", default=None,
+        help="choose each step's groups by the pass rates learned so far (informative, pools, skip-solved)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dynamic-sampling", type=int, default=None, metavar="MAX_GROUPS",
+        help="play up to MAX_GROUPS groups a step until --groups of them carry signal (outcomes that differ)",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("grpo.jsonl"), help="JSONL log, one line a step")
     parser.add_argument("--skip-local-check", action="store_true", help="skip the llama.cpp re-score")
@@ -181,7 +222,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=args.lr)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     count = len(ares.make(PRESET, tasks=args.tasks).tasks)
-    settings = GenerationSettings(args.max_new_tokens, args.temperature, batch_size=count * args.k)
+    curriculum = Curriculum(parse_sampler(args.sampler)) if args.sampler else None
+    sampling = Sampling(args.tasks, args.k, args.groups or count, curriculum, args.dynamic_sampling)
+    played = sampling.max_groups or sampling.groups
+    settings = GenerationSettings(args.max_new_tokens, args.temperature, batch_size=played * args.k)
     policy = TransformersPolicy(model, tokenizer, settings)
     log: list[dict[str, Any]] = []
     with args.out.open("w") as out:
@@ -192,7 +236,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             out.flush()
             print(json.dumps(entry), flush=True)
 
-        write({"setup_s": time.monotonic() - started, "tasks": count, "k": args.k})
+        write({"setup_s": time.monotonic() - started, "tasks": count, "k": args.k, "groups": sampling.groups,
+               "sampler": args.sampler, "dynamic_sampling": args.dynamic_sampling})  # fmt: skip
         if not args.skip_local_check:
             write(check_local(model, args.tasks, args.max_new_tokens, args.seed, pad_id))
         options = {
@@ -200,21 +245,21 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             "temperature": args.temperature or 1.0,
         }  # fmt: skip
         train = train_async if args.overlap else train_sync
-        asyncio.run(train(Run(model, reference, optimizer, policy, args, count, options, write)))
+        asyncio.run(train(Run(model, reference, optimizer, policy, args, sampling, options, write)))
     return log
 
 
 @dataclass(frozen=True)
 class Run:
     """What a training loop works with: the model, its reference and optimizer, the policy sampling
-    from it, the settings, the number of tasks, the loss options and the log."""
+    from it, the settings, which groups each step plays, the loss options and the log."""
 
     model: Any
     reference: Any | None
     optimizer: torch.optim.Optimizer
     policy: TransformersPolicy
     args: argparse.Namespace
-    count: int
+    sampling: Sampling
     options: dict[str, Any]
     write: Callable[[dict[str, Any]], None]
 
@@ -227,19 +272,24 @@ class Run:
 
     def seed(self, step: int) -> int:
         """The first episode seed of a step's batch (each batch's episodes get seeds of their own)."""
-        return int(self.args.seed + step * self.count * self.args.k)
+        played = self.sampling.max_groups or self.sampling.groups
+        return int(self.args.seed + step * played * self.args.k)
 
 
 def _entry(
-    step: int, samples: list[TokenSequence], stats: dict[str, Any], times: dict[str, float]
+    step: int,
+    samples: list[TokenSequence],
+    stats: dict[str, Any],
+    times: dict[str, float],
+    counts: dict[str, Any],
 ) -> dict[str, Any]:
-    """One line of the log: the step's samples, rewards, losses, timings and versions."""
+    """One line of the log: the step's samples, rewards, losses, timings, versions and groups."""
     rewards = [s.reward for s in samples if s.reward is not None]
     return {
         "step": step, "samples": len(samples),
         "mean_reward": statistics.fmean(rewards) if rewards else math.nan,
         **stats, **times, "completion_tokens": sum(s.sampled_tokens for s in samples),
-        "policy_versions": sorted({v for s in samples for _, _, v in s.version_segments}),
+        "policy_versions": sorted({v for s in samples for _, _, v in s.version_segments}), **counts,
     }  # fmt: skip
 
 
@@ -248,13 +298,12 @@ async def train_sync(run: Run) -> None:
     args, policy = run.args, run.policy
     for step in range(args.steps):
         began = time.monotonic()
-        samples = await rollouts(policy, args.tasks, args.k, run.seed(step))
+        samples, counts = await rollouts(policy, run.sampling, step, run.seed(step))
         sampled = time.monotonic()
         stats = train_step(run.model, run.reference, run.optimizer, samples, **run.options) if samples else {}
         policy.version = step + 1  # the next rollouts come from the weights this step made
-        run.write(
-            _entry(step, samples, stats, {"sample_s": sampled - began, "wall_s": time.monotonic() - began})
-        )
+        times = {"sample_s": sampled - began, "wall_s": time.monotonic() - began}
+        run.write(_entry(step, samples, stats, times, counts))
 
 
 async def train_async(run: Run) -> None:
@@ -263,13 +312,13 @@ async def train_async(run: Run) -> None:
     from one version, at most one behind the weights it is trained with (importance weights)."""
     args, policy, gate = run.args, run.policy, PolicyGate()
 
-    def batch(step: int) -> asyncio.Task[list[TokenSequence]]:
-        return asyncio.create_task(rollouts(policy, args.tasks, args.k, run.seed(step), gate=gate))
+    def batch(step: int) -> asyncio.Task[tuple[list[TokenSequence], dict[str, Any]]]:
+        return asyncio.create_task(rollouts(policy, run.sampling, step, run.seed(step), gate=gate))
 
     pending = batch(0)
     for step in range(args.steps):
         began = time.monotonic()
-        samples = await pending
+        samples, counts = await pending
         sampled = time.monotonic()
         if step + 1 < args.steps:
             pending = batch(step + 1)  # sampled with version `step`, trained at step + 1
@@ -282,9 +331,8 @@ async def train_async(run: Run) -> None:
             run.optimizer.step()
             policy.version = step + 1
             gate.resume()
-        run.write(
-            _entry(step, samples, stats, {"sample_s": sampled - began, "wall_s": time.monotonic() - began})
-        )
+        times = {"sample_s": sampled - began, "wall_s": time.monotonic() - began}
+        run.write(_entry(step, samples, stats, times, counts))
 
 
 if __name__ == "__main__":

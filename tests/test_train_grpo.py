@@ -65,3 +65,22 @@ def test_async_grpo_samples_ahead_with_staleness_at_most_one(tmp_path: Path) -> 
     for s in steps:
         assert s["samples"] == 2 and math.isfinite(s["loss"])
         assert set(s["policy_versions"]) <= {s["step"] - 1, s["step"]}  # staleness <= 1
+
+
+@pytest.mark.timeout(600)
+def test_a_curriculum_with_dynamic_sampling_trains_only_on_groups_with_signal(tmp_path: Path) -> None:
+    """--sampler informative --dynamic-sampling 2: up to two groups a step are played until one has
+    outcomes that differ; the dropped groups are counted and never trained on."""
+    out = tmp_path / "grpo.jsonl"
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--steps", "1", "--tasks", "0:3", "--k", "2", "--groups", "1",
+         "--sampler", "informative", "--dynamic-sampling", "2", "--max-new-tokens", "8",
+         "--train-layers", "1", "--skip-local-check", "--out", str(out)],
+        capture_output=True, text=True, timeout=590, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    setup, step = (json.loads(line) for line in out.read_text().splitlines())
+    assert (setup["groups"], setup["sampler"], setup["dynamic_sampling"]) == (1, "informative", 2)
+    kept = step["groups_played"] - step["groups_without_signal"]
+    assert 1 <= step["groups_played"] <= 2 and kept in (0, 1)
+    assert step["samples"] == 2 * kept  # only a group whose outcomes differ is trained on

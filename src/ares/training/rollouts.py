@@ -16,8 +16,10 @@ from typing import Any
 from ares.core.environment import Environment
 from ares.policies.base import PolicyFactory
 from ares.records.collectors import MemoryCollector
+from ares.rollout.dynamic import Batch, GroupFilter, informative_batch
 from ares.rollout.results import EpisodeResult
 from ares.rollout.runner import run_episodes
+from ares.rollout.stream import stream_groups
 from ares.training.sequences import TokenSequence, token_sequences
 
 
@@ -58,6 +60,38 @@ async def collect_rollouts(
         if isinstance(index, int):
             by_index.setdefault(index, []).extend(token_sequences(episode))
     return Rollouts(tuple(results), tuple(tuple(by_index.get(r.index, ())) for r in results))
+
+
+async def collect_informative(
+    make_env: Callable[[], Environment[Any, Any]],
+    policy: PolicyFactory,
+    *,
+    groups: int,
+    max_groups: int,
+    group_size: int,
+    concurrency: int = 8,
+    seed: int = 0,
+    keep: GroupFilter | None = None,
+    **run_options: Any,
+) -> tuple[Rollouts, Batch]:
+    """Dynamic sampling for a trainer (``ares.rollout.dynamic``): up to ``max_groups`` groups are
+    played, streamed as they finish, until ``groups`` of them carry signal; the batch of those (and
+    their sequences), with what was dropped and why. ``run_options`` go to ``run_episodes``
+    (``group_tasks`` for a curriculum's plan of ``max_groups`` groups)."""
+    collector = MemoryCollector()
+    stream = stream_groups(
+        make_env, policy, episodes=max_groups * group_size, group_size=group_size, concurrency=concurrency,
+        seed=seed, collector=collector, trace="off", **run_options,
+    )  # fmt: skip
+    batch = await informative_batch(stream, groups, keep)
+    kept = batch.results
+    by_index: dict[int, list[TokenSequence]] = {}
+    wanted = {r.index for r in kept}
+    for episode in collector.take():
+        index = episode.metadata.get("episode_index")
+        if isinstance(index, int) and index in wanted:
+            by_index.setdefault(index, []).extend(token_sequences(episode))
+    return Rollouts(tuple(kept), tuple(tuple(by_index.get(r.index, ())) for r in kept)), batch
 
 
 def group_advantages(
