@@ -18,6 +18,7 @@ from ares.agents.external import tool_loop_cli
 from ares.agents.single_turn import SingleTurnAgentFactory
 from ares.agents.terminal import TerminalAgentFactory
 from ares.agents.tool_agent import ToolAgentFactory
+from ares.curriculum import PassRateStore, Sampler
 from ares.envs.code_env import CodeEnvironment
 from ares.envs.context_window import ContextWindow
 from ares.errors import AgentError, PolicyError, UnknownPresetError
@@ -228,6 +229,8 @@ def make(
     token_renderer: TokenRenderer | None = None,
     verifier_mode: VerifierMode | None = None,
     task_list: Sequence[Task] | None = None,
+    sampler: Sampler | None = None,
+    pass_rates: PassRateStore | None = None,
     **options: Any,
 ) -> CodeEnvironment:
     """Build the environment of a preset, e.g. ``make("humaneval", tasks="0:10")``.
@@ -254,6 +257,10 @@ def make(
     ``verifier_mode`` overrides every task's (``outputs``, ``full``, or ``in-place``: the tests in the
     agent's own sandbox, for a backend that cannot fork; nothing falls back to it).
 
+    ``sampler`` (``ares.curriculum``) draws the task of a ``reset()`` that names none, by the pass
+    rates of ``pass_rates``, which every episode that ends then feeds (unmasked ones, unversioned);
+    a run with a curriculum counts in its own store instead (``RunSpec(curriculum=...)``).
+
     ``warm_pool=N`` keeps N started sandboxes per task spec ready for this environment, so ``reset()``
     does not wait for a sandbox start; the environment closes the pool. To share one pool between
     environments, pass a ``WarmPool`` as ``sandbox_factory`` and close it yourself.
@@ -271,7 +278,7 @@ def make(
     return CodeEnvironment(
         chosen, agent_factory=agent_factory, sandbox_factory=pool or sandbox_factory, step_limit=step_limit,
         context_limit=context_limit, seed=seed, name=preset, closing=(pool,) if pool else (),
-        token_renderer=token_renderer,
+        token_renderer=token_renderer, sampler=sampler, pass_rates=pass_rates,
     )  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from ares.agents.base import ActionFormat, AgentFactory
 from ares.core.closing import AsyncClosable
 from ares.core.status import EpisodeStatus
 from ares.core.timestep import TimeStep, restart, termination, transition, truncation
+from ares.curriculum import PassRateStore, Sampler
 from ares.envs.agent_clock import AgentClock, TimeLimitClock
 from ares.envs.agent_run import (
     agent_error,
@@ -76,6 +77,8 @@ class CodeEnvironment:
         time_limit_clock: TimeLimitClock = "agent",
         token_renderer: TokenRenderer | None = None,
         log_commands: bool = False,
+        sampler: Sampler | None = None,
+        pass_rates: PassRateStore | None = None,
     ) -> None:
         """``context_limit``: the policy's context window in prompt tokens (or a ``ContextWindow`` with
         a tokenizer's counter); a step whose prompt outgrows it ends the episode, truncated.
@@ -87,7 +90,8 @@ class CodeEnvironment:
         carry prompt ids that extend the previous prompt + completion token for token where the
         conversation allows (see ``ares.llm.tokens``).
         ``log_commands``: keep every command the agent runs for ``drain_commands()`` (rollout traces
-        turn it on when they wrap the environment; off, an environment keeps nothing per command)."""
+        turn it on when they wrap the environment; off, an environment keeps nothing per command).
+        ``sampler``/``pass_rates``: how ``reset()`` without a task draws one (``task_sampler.py``)."""
         self._clock = AgentClock(time_limit_clock, self._on_time_limit)
         if not tasks:
             raise TaskError("CodeEnvironment needs at least one task")
@@ -98,7 +102,7 @@ class CodeEnvironment:
         self.step_limit = step_limit
         window = ContextWindow(context_limit) if isinstance(context_limit, int) else context_limit
         self.context_window: ContextWindow | None = window
-        self._sampler = TaskSampler(self.tasks, seed)
+        self._sampler = TaskSampler(self.tasks, seed, sampler, pass_rates)
         self._agent_factory = agent_factory
         self._sandbox_factory = sandbox_factory
         self._closing = tuple(closing)
@@ -495,9 +499,12 @@ class CodeEnvironment:
     ) -> None:
         """End the active episode with ``status`` and release everything it holds."""
         if self.episode is not None:
+            ending = self.episode.status is EpisodeStatus.RUNNING
             if status is EpisodeStatus.ERRORED and self.episode.reward is None:
                 self.episode.reward = 0.0
             self.episode.end(status, error, reason)
+            if ending:
+                self._sampler.observe(self.episode)  # a curriculum's pass rates (make(pass_rates=...))
         self._active = False
         self._clock.stop()
         self._observation = None
