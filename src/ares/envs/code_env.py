@@ -63,6 +63,35 @@ AGENT_STOP_GRACE_S = 5.0
 class CodeEnvironment:
     """An async dm_env over code tasks. Observations are LLMRequests, actions LLMResponses."""
 
+    # Slots: a run holds thousands of these, and an instance dict costs ~300 bytes each.
+    __slots__ = (
+        "_active",
+        "_agent",
+        "_agent_factory",
+        "_agent_obj",
+        "_boundary_waiters",
+        "_client",
+        "_clock",
+        "_closed",
+        "_closing",
+        "_commands",
+        "_observation",
+        "_released",
+        "_sampler",
+        "_sandbox",
+        "_sandbox_factory",
+        "_stepping",
+        "_time_limited",
+        "context_window",
+        "episode",
+        "log_commands",
+        "name",
+        "step_limit",
+        "task",
+        "tasks",
+        "token_renderer",
+    )
+
     def __init__(
         self,
         tasks: Sequence[Task],

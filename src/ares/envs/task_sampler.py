@@ -26,6 +26,8 @@ TaskSelector = Task | int | str
 class TaskSampler:
     """An environment's tasks by position and id, and the seeded sampler that draws among them."""
 
+    __slots__ = ("_draws", "_rng", "_seed", "by_id", "pass_rates", "sampler", "tasks")
+
     def __init__(
         self,
         tasks: tuple[Task, ...],
