@@ -166,7 +166,7 @@ def check_local(model: Any, tasks: str, max_new_tokens: int, seed: int, pad_id: 
     """Re-score one llama.cpp (Q4_1) sample with the float model: how far apart the two policies are."""
     local = make_policy("local", temperature=1.0, max_tokens=max_new_tokens)
     first = ares.make(PRESET, tasks=tasks).tasks[0].id
-    samples = asyncio.run(rollouts(local, first, 1, seed))
+    samples, _ = asyncio.run(rollouts(local, Sampling(first, k=1, groups=1), 0, seed))
     if not samples:
         return {"check": "local", "tokens": 0}
     s = samples[0]
