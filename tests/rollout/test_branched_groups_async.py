@@ -62,7 +62,10 @@ def test_branches_wait_at_a_paused_gate_and_go_on_after_resume() -> None:
             )
         )  # fmt: skip
         await paused.wait()
-        await asyncio.sleep(0.5)  # the branches reach the gate and are held there
+        for _ in range(6000):  # both branches reach the gate and are held there (however slow the fork)
+            if gate.held == 2:
+                break
+            await asyncio.sleep(0.01)
         trainer["version"] = 1
         resumed_at = time.time()
         gate.resume()
