@@ -73,3 +73,19 @@ def test_bad_curriculum_flags_are_one_line_errors(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no such file or directory" in missing.stderr
     neither = ares("tasks", "stats")
     assert neither.returncode == 2 and "--pass-rates" in neither.stderr
+
+
+def test_validate_bounds_the_measured_policy_and_refuses_sampling_flags_it_cannot_use(tmp_path: Path) -> None:
+    out = tmp_path / "local"
+    done = ares("tasks", "validate", "humaneval", "--tasks", "0:1", "--repeats", "1", "--policy", "local",
+                "--max-tokens", "16", "--temperature", "0.5", "--step-limit", "2",
+                "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (task,) = json.loads((out / "validation.json").read_text())["tasks"]
+    assert task["verdict"] == "good" and len(task["policy_outcomes"]) == 1
+    assert task["policy_outcomes"][0] in (True, False)  # 16 tokens in at most 2 steps: measured, not masked
+    one = ("tasks", "validate", "humaneval", "--tasks", "0:1")
+    alone = ares(*one, "--max-tokens", "16", "--out", str(tmp_path / "a"))
+    assert alone.returncode == 2 and "give --policy SPEC" in alone.stderr
+    null = ares(*one, "--policy", "null", "--temperature", "0.5", "--out", str(tmp_path / "n"))
+    assert null.returncode == 2 and "--temperature applies to --policy openai only" in null.stderr

@@ -38,6 +38,7 @@ from ares.cli.run_options import (
     SandboxOption,
     ShardOption,
     SplitOption,
+    StepLimitOption,
     StrictOption,
     TasksOption,
     TemperatureOption,
@@ -100,19 +101,27 @@ def validate(
             "runs per task, their outcomes and pass rate in the report (what --pass-rates seeds from).",
         ),
     ] = None,
+    step_limit: StepLimitOption = 100,
+    max_tokens: MaxTokensOption = None,
+    temperature: TemperatureOption = None,
 ) -> None:
     """Check every task of a source: the oracle scores 1 (each of --repeats runs, all agreeing) and the
     null policy 0; a JSON report with each task's verdict (good, broken, flaky, errored), rewards,
     statuses, errors and seconds, and a table of the bad tasks. With --policy, each task's outcomes
-    under that policy too.
+    under that policy too (--step-limit bounds every episode; --max-tokens and --temperature go to
+    the --policy).
 
     Exits 0 when every task is good, 1 when some task is not, 2 on a mistake.
     """
     preset, path = resolve_source(source, path)
+    sampling = {"max_tokens": max_tokens, "temperature": temperature}
+    if policy is None and any(value is not None for value in sampling.values()):
+        raise fail("--max-tokens and --temperature apply to the --policy measured; give --policy SPEC")
+    flags = None if policy is None else PolicyFlags(policy, flag="--policy", **sampling)
     config = RunConfig(
         preset=preset, policy="oracle", path=path, tasks=tasks, shard=shard, split=split,
         image_template=image_template, verifier_mode=verifier_mode, concurrency=concurrency,
-        sandbox=sandbox, out=out, resume=resume, strict=strict,
+        sandbox=sandbox, out=out, resume=resume, strict=strict, step_limit=step_limit,
     )  # fmt: skip
     out_dir = out if out is not None else Path("runs") / f"validate-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     report = _report(config, out_dir / REPORT_NAME, repeats)
@@ -144,8 +153,8 @@ def validate(
         )  # fmt: skip
         with progress, build_listener(progress.on_build), quiet_task_config():
             asyncio.run(play)
-        if policy is not None:
-            _measure(policy, make_env, task_ids, repeats, concurrency, report)
+        if flags is not None:
+            _measure(flags, make_env, task_ids, repeats, concurrency, report)
     except AresError as exc:
         raise fail(str(exc)) from None
     finally:
@@ -160,10 +169,15 @@ def validate(
 
 
 def _measure(
-    policy: str, make_env: Any, task_ids: list[str], repeats: int, concurrency: int, report: ValidationReport
+    flags: PolicyFlags,
+    make_env: Any,
+    task_ids: list[str],
+    repeats: int,
+    concurrency: int,
+    report: ValidationReport,
 ) -> None:
-    """``--policy``: each task's outcomes under ``policy``, into the report (saved), and a line."""
-    flags = PolicyFlags(policy, flag="--policy")
+    """``--policy``: each task's outcomes under that policy, into the report (saved), and a line."""
+    policy = flags.policy
     policy_factory = make_policy(policy, **flags.options)
     with quiet_task_config():
         measured = asyncio.run(
