@@ -89,3 +89,19 @@ def test_validate_bounds_the_measured_policy_and_refuses_sampling_flags_it_canno
     assert alone.returncode == 2 and "give --policy SPEC" in alone.stderr
     null = ares(*one, "--policy", "null", "--temperature", "0.5", "--out", str(tmp_path / "n"))
     assert null.returncode == 2 and "--temperature applies to --policy openai only" in null.stderr
+
+
+def test_a_resumed_measurement_keeps_the_tasks_measured_under_that_policy(tmp_path: Path) -> None:
+    out = tmp_path / "validate"
+    report = _validate_null(out)
+    report["tasks"][1].pop("policy_outcomes")  # as if the measurement had stopped before its last task
+    report["tasks"][2]["policy"] = "oracle"  # measured under another policy: measured again
+    (out / "validation.json").write_text(json.dumps(report))
+    again = ares("tasks", "validate", "humaneval", "--tasks", "0:3", "--repeats", "2", "--policy", "null",
+                 "--out", str(out), "--resume")  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "3 of 3 tasks already judged" in again.stdout
+    assert "1 of 3 tasks already measured under null" in again.stdout
+    assert "null: 0 of 6 runs passed (0.0%) over 3 tasks" in again.stdout
+    tasks = json.loads((out / "validation.json").read_text())["tasks"]
+    assert [(t["policy"], t["policy_outcomes"]) for t in tasks] == [("null", [False, False])] * 3

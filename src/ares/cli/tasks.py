@@ -176,18 +176,33 @@ def _measure(
     concurrency: int,
     report: ValidationReport,
 ) -> None:
-    """``--policy``: each task's outcomes under that policy, into the report (saved), and a line."""
+    """``--policy``: each task's outcomes under that policy, into the report (saved as each task's
+    runs are in; with --resume the tasks already measured under it are kept), and a line."""
     policy = flags.policy
     policy_factory = make_policy(policy, **flags.options)
-    with quiet_task_config():
-        measured = asyncio.run(
-            measure_policy(make_env, task_ids, policy_factory, repeats=repeats, concurrency=concurrency)
+    kept = report.measured(policy, repeats) & set(task_ids)
+    todo = [task_id for task_id in task_ids if task_id not in kept]
+    if kept:
+        console.print(f"{len(kept)} of {len(task_ids)} tasks already measured under {policy}")
+
+    async def record(task_id: str, runs: list[bool | None]) -> None:
+        report.record_policy(policy, {task_id: runs})
+        await asyncio.to_thread(report.save)
+
+    if todo:
+        play = measure_policy(
+            make_env, todo, policy_factory, repeats=repeats, concurrency=concurrency, on_task=record
         )
-    report.record_policy(policy, measured)
+        with quiet_task_config():
+            asyncio.run(play)
+    report.settings["policy"] = policy
     report.save()
-    scored = [run for runs in measured.values() for run in runs if run is not None]
+    scored = [
+        run for task_id in task_ids for run in report.tasks.get(task_id, {}).get("policy_outcomes") or ()
+        if run is not None
+    ]  # fmt: skip
     rate = f"{sum(scored) / len(scored):.1%}" if scored else "-"
-    console.print(f"{policy}: {sum(scored)} of {len(scored)} runs passed ({rate}) over {len(measured)} tasks")
+    console.print(f"{policy}: {sum(scored)} of {len(scored)} runs passed ({rate}) over {len(task_ids)} tasks")
 
 
 def _report(config: RunConfig, report_path: Path, repeats: int) -> ValidationReport:

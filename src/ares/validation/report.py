@@ -59,16 +59,29 @@ class ValidationReport(TaskReport):
         self.tasks[verdict.task_id] = verdict.to_dict()
 
     def record_policy(self, policy: str, outcomes: dict[str, list[bool | None]]) -> None:
-        """Each judged task's outcomes under ``policy`` (``--policy SPEC``): ``policy_outcomes`` and
-        ``policy_pass_rate`` (None when no run could be scored), what a curriculum is seeded from."""
+        """Each judged task's outcomes under ``policy`` (``--policy SPEC``): ``policy``,
+        ``policy_outcomes`` and ``policy_pass_rate`` (None when no run could be scored), what a
+        curriculum is seeded from."""
         self.settings["policy"] = policy
         for task_id, runs in outcomes.items():
             item = self.tasks.get(task_id)
             if item is None:
                 continue
             scored = [run for run in runs if run is not None]
+            item["policy"] = policy
             item["policy_outcomes"] = runs
             item["policy_pass_rate"] = sum(scored) / len(scored) if scored else None
+
+    def measured(self, policy: str, repeats: int) -> set[str]:
+        """Tasks whose outcomes under ``policy`` are all in: ``repeats`` runs, none masked (a resumed
+        measurement skips them; a task measured under another policy, or with masked runs, runs again)."""
+        return {
+            task_id
+            for task_id, item in self.tasks.items()
+            if item.get("policy") == policy
+            and len(runs := item.get("policy_outcomes") or ()) == repeats
+            and None not in runs
+        }
 
     def counts(self) -> dict[str, int]:
         found = Counter(item["verdict"] for item in self.tasks.values())
