@@ -42,6 +42,7 @@ from ares.llm.local.default_model import default_model_path
 from ares.policies import PolicyFactory, make_policy
 from ares.policies.transformers_policy import GenerationSettings, TransformersPolicy
 from ares.rollout import Curriculum, PolicyGate, RunSummary
+from ares.rollout.runner import run_episodes
 from ares.training import TokenSequence, collect_informative, collect_rollouts, group_advantages
 from ares.training.gguf import load_gguf_as_float
 from ares.training.scoring import completion_logprobs
@@ -203,6 +204,10 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         "--dynamic-sampling", type=int, default=None, metavar="MAX_GROUPS",
         help="play up to MAX_GROUPS groups a step until --groups of them carry signal (outcomes that differ)",
     )  # fmt: skip
+    parser.add_argument(
+        "--eval-k", type=int, default=0, metavar="K",
+        help="after training, K samples of every task at --temperature: the trained policy's pass rate",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("grpo.jsonl"), help="JSONL log, one line a step")
     parser.add_argument("--skip-local-check", action="store_true", help="skip the llama.cpp re-score")
@@ -246,7 +251,30 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         }  # fmt: skip
         train = train_async if args.overlap else train_sync
         asyncio.run(train(Run(model, reference, optimizer, policy, args, sampling, options, write)))
+        if args.eval_k:
+            write(asyncio.run(evaluate(policy, args.tasks, args.eval_k, args.seed + 10**6)))
+        write({"total_wall_s": time.monotonic() - started})
     return log
+
+
+async def evaluate(policy: PolicyFactory, tasks: str, k: int, seed: int) -> dict[str, Any]:
+    """``k`` samples of every task with the weights as they are (seeds apart from training's): the
+    share that passed, overall and per task."""
+    began = time.monotonic()
+    count = len(ares.make(PRESET, tasks=tasks).tasks)
+    results = await run_episodes(
+        functools.partial(ares.make, PRESET, tasks=tasks), policy, episodes=count * k, group_size=k,
+        concurrency=count * k, seed=seed, keep_records=False,
+    )  # fmt: skip
+    passed = [r.passed for r in results if r.passed is not None]
+    rate = sum(passed) / len(passed) if passed else None
+    by_task: dict[str, int] = {}
+    for r in results:
+        by_task[r.task_id] = by_task.get(r.task_id, 0) + bool(r.passed)
+    return {
+        "eval_k": k, "eval_samples": len(passed), "eval_pass_rate": rate,
+        "eval_tasks_solved": sum(n > 0 for n in by_task.values()), "eval_s": time.monotonic() - began,
+    }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -262,13 +290,6 @@ class Run:
     sampling: Sampling
     options: dict[str, Any]
     write: Callable[[dict[str, Any]], None]
-
-    def log(
-        self, step: int, samples: list[TokenSequence], stats: dict[str, Any], began: float, sampled: float
-    ) -> None:
-        """Write the step's line: its samples and stats, sampling time and wall time since ``began``."""
-        times = {"sample_s": sampled - began, "wall_s": time.monotonic() - began}
-        self.write(_entry(step, samples, stats, times))
 
     def seed(self, step: int) -> int:
         """The first episode seed of a step's batch (each batch's episodes get seeds of their own)."""

@@ -34,7 +34,8 @@ def test_two_grpo_steps_log_finite_losses_and_on_policy_logprobs(tmp_path: Path)
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     entries = [json.loads(line) for line in out.read_text().splitlines()]
-    setup, check, steps = entries[0], entries[1], entries[2:]
+    setup, check, steps, total = entries[0], entries[1], entries[2:-1], entries[-1]
+    assert total["total_wall_s"] > 0
     assert (setup["tasks"], setup["k"]) == (2, 2)
     assert check["check"] == "local" and check["tokens"] > 0
     assert 0 <= check["max_abs_diff"] < QUANTIZED_TOLERANCE
@@ -59,7 +60,7 @@ def test_async_grpo_samples_ahead_with_staleness_at_most_one(tmp_path: Path) -> 
         capture_output=True, text=True, timeout=590, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
-    steps = [json.loads(line) for line in out.read_text().splitlines()][1:]
+    steps = [json.loads(line) for line in out.read_text().splitlines()][1:-1]
     assert [s["step"] for s in steps] == [0, 1]
     assert steps[0]["policy_versions"] == [0]  # the first batch: the starting weights
     for s in steps:
@@ -75,12 +76,15 @@ def test_a_curriculum_with_dynamic_sampling_trains_only_on_groups_with_signal(tm
     run = subprocess.run(
         [sys.executable, str(EXAMPLE), "--steps", "1", "--tasks", "0:3", "--k", "2", "--groups", "1",
          "--sampler", "informative", "--dynamic-sampling", "2", "--max-new-tokens", "8",
-         "--train-layers", "1", "--skip-local-check", "--out", str(out)],
+         "--train-layers", "1", "--skip-local-check", "--eval-k", "2", "--out", str(out)],
         capture_output=True, text=True, timeout=590, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
-    setup, step = (json.loads(line) for line in out.read_text().splitlines())
+    setup, step, evaluation, _ = (json.loads(line) for line in out.read_text().splitlines())
     assert (setup["groups"], setup["sampler"], setup["dynamic_sampling"]) == (1, "informative", 2)
     kept = step["groups_played"] - step["groups_without_signal"]
     assert 1 <= step["groups_played"] <= 2 and kept in (0, 1)
     assert step["samples"] == 2 * kept  # only a group whose outcomes differ is trained on
+    # the trained weights, 2 samples of each of the 3 tasks
+    assert (evaluation["eval_k"], evaluation["eval_samples"]) == (2, 6)
+    assert 0.0 <= evaluation["eval_pass_rate"] <= 1.0 and 0 <= evaluation["eval_tasks_solved"] <= 3
