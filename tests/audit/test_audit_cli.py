@@ -100,6 +100,28 @@ def test_humaneval_problems_are_sound_and_their_tests_strong(tmp_path: Path) -> 
         assert audit["strength"]["mutants"] == 5 and audit["strength"]["score"] >= 0.5
 
 
+def test_a_resumed_audit_keeps_what_it_judged_and_refuses_other_settings(tmp_path: Path) -> None:
+    few = ("humaneval", "--tasks", "0:3", "--attacks", "null,stub_true", "--mutants", "0")
+    few += ("--out", str(tmp_path))
+    first = _cli(*few)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    report = json.loads((tmp_path / "audit.json").read_text())
+    judged = report["tasks"][0]
+    report["tasks"] = report["tasks"][:1]  # as if the audit had stopped after its first task
+    (tmp_path / "audit.json").write_text(json.dumps(report))
+    again = _cli(*few)
+    assert again.returncode == 2 and "add --resume" in again.stderr
+    again = _cli(*few, "--resume")
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "1 of 3 tasks already audited" in again.stdout
+    audits = _audits(tmp_path)
+    assert sorted(audits) == ["humaneval_0", "humaneval_1", "humaneval_2"]
+    assert audits[judged["task_id"]] == judged
+    assert all(a["verdict"] == "sound" and len(a["attacks"]) == 2 for a in audits.values())
+    other = _cli(*few[:4], "null", "--mutants", "0", "--out", str(tmp_path), "--resume")
+    assert other.returncode == 2 and "audited with other attacks" in other.stderr
+
+
 def test_a_confined_harbor_fixture_is_sound(tmp_path: Path) -> None:
     done = _cli(str(FIXTURES / "harbor"), "--tasks", "fix-bug", "--mutants", "0", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

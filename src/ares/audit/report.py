@@ -20,6 +20,8 @@ from ares.validation.task_report import TaskReport
 
 REPORT_NAME = "audit.json"
 FORMAT = "ares-task-audit/1"
+#: The settings that decide a verdict: a report is resumed only with the same ones.
+JUDGING = ("attacks", "mutants", "radius", "weak_below", "sandbox")
 
 
 class AuditReportError(AresError):
@@ -30,7 +32,24 @@ class AuditReportError(AresError):
 class AuditReport(TaskReport):
     """The audits so far, by task id, and what they were run on."""
 
+    @classmethod
+    def resume(cls, path: Path, source: dict[str, Any], settings: dict[str, Any]) -> AuditReport:
+        """The report at ``path`` to continue (a new one if there is none): about the same ``source``,
+        judged the same way (attacks, mutants, radius, weak threshold, backend; the concurrency may
+        differ), else verdicts of different audits would be mixed in one report."""
+        report = cls.read(path, FORMAT, source, settings, AuditReportError)
+        if report.tasks and path.exists():
+            earlier = json.loads(path.read_text(encoding="utf-8")).get("settings") or {}
+            differ = sorted(k for k in JUDGING if earlier.get(k) != settings.get(k))
+            if differ:
+                raise AuditReportError(
+                    f"cannot resume {path}: it was audited with other {', '.join(differ)}; "
+                    "give the same options or choose another --out"
+                )
+        return report
+
     def record(self, audit: TaskAudit) -> None:
+        self.tasks.pop(audit.task_id, None)  # an errored task audited again: its new verdict, last
         self.tasks[audit.task_id] = audit.to_dict()
 
     def counts(self) -> dict[str, int]:

@@ -85,6 +85,10 @@ AuditOutOption = Annotated[
         "lets `ares tasks validate` show the verdicts.",
     ),
 ]
+ResumeOption = Annotated[
+    bool,
+    typer.Option("--resume", help="Keep the tasks already audited in --out (errored ones run again)."),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the report as JSON instead of a table.")]
 
 
@@ -103,6 +107,7 @@ def audit(
     concurrency: ConcurrencyOption = 4,
     sandbox: SandboxOption = "local",
     out: AuditOutOption = None,
+    resume: ResumeOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Run generic exploits (and mutants of the fix) on every task of a source: each task is sound
@@ -126,10 +131,13 @@ def audit(
     out_dir = out if out is not None else Path("runs") / f"audit-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     options = AuditOptions(exploits, mutants, radius, weak_below, concurrency)
     source_info = {"preset": preset, "path": None if path is None else str(path.resolve()), "split": split}
-    report = AuditReport(out_dir / REPORT_NAME, source_info, _settings(options, sandbox))
+    report = _report(out_dir / REPORT_NAME, source_info, _settings(options, sandbox), resume)
+    skip = report.finished & {task.id for task in chosen}
+    if skip:
+        console.print(f"{len(skip)} of {len(chosen)} tasks already audited in {report.path}")
     started = time.perf_counter()
     try:
-        asyncio.run(run_audit(chosen, sandbox_factory, options, report))
+        asyncio.run(run_audit(chosen, sandbox_factory, options, report, skip=skip))
     except AresError as exc:
         raise fail(str(exc)) from None
     finally:
@@ -145,6 +153,18 @@ def audit(
         raise typer.Exit(code=EXIT_BAD)
 
 
+def _report(path: Path, source: dict[str, Any], settings: dict[str, Any], resume: bool) -> AuditReport:
+    """A new report, or with --resume the one at ``path``; a report there without --resume is refused."""
+    if not resume:
+        if path.exists():
+            raise fail(f"{path} exists: add --resume to continue it, or choose another --out")
+        return AuditReport(path, source, settings)
+    try:
+        return AuditReport.resume(path, source, settings)
+    except AresError as exc:
+        raise fail(str(exc)) from None
+
+
 def _settings(options: AuditOptions, sandbox: str) -> dict[str, Any]:
     """What a report records of how it was made."""
     return {
@@ -154,16 +174,22 @@ def _settings(options: AuditOptions, sandbox: str) -> dict[str, Any]:
 
 
 async def run_audit(
-    tasks: list[Task], sandbox_factory: Any, options: AuditOptions, report: AuditReport
+    tasks: list[Task],
+    sandbox_factory: Any,
+    options: AuditOptions,
+    report: AuditReport,
+    *,
+    skip: set[str] | frozenset[str] = frozenset(),
 ) -> None:
-    """Plan and play the audit of ``tasks``, recording each audit in ``report`` as it is judged."""
+    """Plan and play the audit of ``tasks`` but ``skip``, recording each audit in ``report`` as it is
+    judged."""
 
     async def record(audit: TaskAudit) -> None:
         report.record(audit)
         await asyncio.to_thread(report.save)
 
     with build_listener(lambda event: None), quiet_task_config():
-        plan = await plan_audit(tasks, sandbox_factory, options)
+        plan = await plan_audit(tasks, sandbox_factory, options, skip=skip)
     progress = run_progress(console, plan.episodes, labels=("attack", "mutant"))
     with progress, build_listener(progress.on_build), quiet_task_config():
         await audit_tasks(plan, sandbox_factory, on_episode=progress.on_result, on_task=record)

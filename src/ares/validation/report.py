@@ -7,7 +7,6 @@ again on resume (an error says nothing about the task); the others are kept as j
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,27 +31,7 @@ class ValidationReport(TaskReport):
     @classmethod
     def resume(cls, path: Path, source: dict[str, Any], settings: dict[str, Any]) -> ValidationReport:
         """The report at ``path`` to continue (a new one if there is none); ``source`` must match."""
-        if not path.exists():
-            return cls(path, source, settings)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("format") != FORMAT:
-                raise ReportError(f"{path} is not an ares task validation report (format {FORMAT})")
-            tasks = {str(item["task_id"]): dict(item) for item in data["tasks"]}
-            earlier, wall = data["source"], float(data.get("wall_time_s", 0.0))
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ReportError(f"cannot resume {path}: {type(exc).__name__}: {exc}") from None
-        if earlier != source:
-            raise ReportError(
-                f"cannot resume {path}: it validates {_describe(earlier)}, not {_describe(source)}; "
-                "choose another --out"
-            )
-        return cls(path, source, settings, tasks, wall)
-
-    @property
-    def finished(self) -> set[str]:
-        """Tasks judged for good: every verdict but ``errored``."""
-        return {task_id for task_id, item in self.tasks.items() if item["verdict"] != "errored"}
+        return cls.read(path, FORMAT, source, settings, ReportError)
 
     def record(self, verdict: TaskValidation) -> None:
         self.tasks.pop(verdict.task_id, None)  # an errored task run again: its new verdict, last
@@ -99,7 +78,3 @@ class ValidationReport(TaskReport):
             "wall_time_s": round(self.wall_time_s, 3),
             "tasks": list(self.tasks.values()),
         }
-
-
-def _describe(source: dict[str, Any]) -> str:
-    return " ".join(f"{key}={value}" for key, value in source.items() if value is not None) or "(nothing)"
