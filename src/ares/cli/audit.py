@@ -37,6 +37,7 @@ from ares.audit.play import audit_tasks, plan_audit
 from ares.cli.common import fail, plain_console
 from ares.cli.engine_check import check_engine
 from ares.cli.progress import run_progress
+from ares.cli.reports import report_at
 from ares.cli.run_options import (
     ConcurrencyOption,
     ImageTemplateOption,
@@ -131,7 +132,9 @@ def audit(
     out_dir = out if out is not None else Path("runs") / f"audit-{preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     options = AuditOptions(exploits, mutants, radius, weak_below, concurrency)
     source_info = {"preset": preset, "path": None if path is None else str(path.resolve()), "split": split}
-    report = _report(out_dir / REPORT_NAME, source_info, _settings(options, sandbox), resume)
+    report = report_at(
+        AuditReport, out_dir / REPORT_NAME, source_info, _settings(options, sandbox), resume=resume
+    )
     skip = report.finished & {task.id for task in chosen}
     if skip:
         console.print(f"{len(skip)} of {len(chosen)} tasks already audited in {report.path}")
@@ -151,18 +154,6 @@ def audit(
         print_report(report, time.perf_counter() - started)
     if any(item["verdict"] != "sound" or item.get("weak") for item in report.tasks.values()):
         raise typer.Exit(code=EXIT_BAD)
-
-
-def _report(path: Path, source: dict[str, Any], settings: dict[str, Any], resume: bool) -> AuditReport:
-    """A new report, or with --resume the one at ``path``; a report there without --resume is refused."""
-    if not resume:
-        if path.exists():
-            raise fail(f"{path} exists: add --resume to continue it, or choose another --out")
-        return AuditReport(path, source, settings)
-    try:
-        return AuditReport.resume(path, source, settings)
-    except AresError as exc:
-        raise fail(str(exc)) from None
 
 
 def _settings(options: AuditOptions, sandbox: str) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from ares.cli.engine_check import check_engine
 from ares.cli.pass_rates_report import load_pass_rates, print_pass_rates
 from ares.cli.policy_flags import PolicyFlags, unused_flags
 from ares.cli.progress import run_progress
+from ares.cli.reports import report_at
 from ares.cli.run_config import RunConfig
 from ares.cli.run_options import (
     BaseUrlOption,
@@ -212,14 +213,7 @@ def _report(config: RunConfig, report_path: Path, repeats: int) -> ValidationRep
         "split": config.split, "image_template": config.image_template, "verifier_mode": config.verifier_mode,
     }  # fmt: skip
     settings = {"repeats": repeats, "sandbox": config.sandbox, "concurrency": config.concurrency}
-    if not config.resume:
-        if report_path.exists():
-            raise fail(f"{report_path} exists: add --resume to continue it, or choose another --out")
-        return ValidationReport(report_path, source, settings)
-    try:
-        return ValidationReport.resume(report_path, source, settings)
-    except AresError as exc:
-        raise fail(str(exc)) from None
+    return report_at(ValidationReport, report_path, source, settings, resume=config.resume)
 
 
 def _print(report: ValidationReport, wall_time_s: float) -> None:

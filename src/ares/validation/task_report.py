@@ -51,6 +51,11 @@ class TaskReport:
             )
         return cls(path, source, settings, tasks, wall)
 
+    @classmethod
+    def resume(cls, path: Path, source: dict[str, Any], settings: dict[str, Any]) -> Self:
+        """The report at ``path`` to continue (subclasses: ``read`` with their format and checks)."""
+        raise NotImplementedError
+
     @property
     def finished(self) -> set[str]:
         """Tasks judged for good: every verdict but ``errored`` (an error says nothing about the task)."""
