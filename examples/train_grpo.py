@@ -85,10 +85,13 @@ async def rollouts(
             make_env, policy, groups=sampling.groups, max_groups=played, **options
         )
         counts = {"groups_played": kept.seen, "groups_without_signal": sum(kept.dropped.values())}
+        counts["dropped"] = dict(kept.dropped)  # all_passed, all_failed, too_few (masked members)
     else:
         batch = await collect_rollouts(make_env, policy, episodes=played * sampling.k, **options)
         summary = RunSummary.of(list(batch.results), 0.0)
         counts = {"groups_played": played, "groups_without_signal": sum(summary.uninformative.values())}
+        counts["dropped"] = dict(summary.uninformative)
+        counts["episodes_masked"] = sum(r.masked for r in batch.results)
     return batch.scored(), counts
 
 
